@@ -25,7 +25,8 @@ _COMPARE = {
     ">": lambda d: sym.min_(sym.max_(d, 0), 1),
     "<=": lambda d: sym.min_(sym.max_(sym.sub(1, d), 0), 1),
     "<": lambda d: sym.min_(sym.max_(sym.neg(d), 0), 1),
-    "==": lambda d: sym.max_(sym.sub(1, sym.max_(d, sym.neg(d))), 0),
+    # (min with 1: what proves the loop runs at most once, passes/merge.py at_most_once)
+    "==": lambda d: sym.min_(sym.max_(sym.sub(1, sym.max_(d, sym.neg(d))), 0), 1),
     "!=": lambda d: sym.min_(sym.max_(d, sym.neg(d)), 1),
 }
 _INTEGER_OPS = frozenset({"+", "-", "*", "//", "%", "cdiv"})

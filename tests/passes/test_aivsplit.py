@@ -35,7 +35,7 @@ def flash(tmp_path_factory) -> tuple[ptodsl.Operator, ptodsl.Operator]:
     """flash_attn as the library has it, and with the split turned off; each with a bench case."""
     spec = (ROOT / "specs" / "flash_attn.yaml").read_text().split("\nreference:")[0]
     spec += "\nbench:\n  - {shapes: {S: 512, D: 64, L: 512}, dtypes: {T: f16}, scalars: {scale: 0.125}}\n"
-    off = spec.replace("pass_options: {row_interchange: true}", "pass_options: {row_interchange: true, aiv_split: false}")
+    off = spec.replace("pass_options: {row_interchange: true,", "pass_options: {row_interchange: true, aiv_split: false,")
     assert off != spec
     ops = []
     for name, text in (("split", spec), ("unsplit", off)):

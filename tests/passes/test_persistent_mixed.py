@@ -117,6 +117,9 @@ def test_an_integer_branch_becomes_loops_of_zero_or_one_trip():
                             ("<", 2, [1, 1, 0, 0]), (">", 0, [0, 1, 1, 1]), ("<=", 0, [1, 0, 0, 0])):
         trips = branches.trips_of(sym.compare(op, n, value), {})
         assert [sym.evaluate(trips, {"n": k}) for k in (0, 1, 2, 3)] == want, op
+        # provably at most one trip: the passes that treat a loop of one trip as straight-line code
+        # (passes/promote.py holds no state across it, the sync pass walks it once) see it so
+        assert sym.prove_le(trips, 1, {}), op
     both = sym.logical("and", sym.compare(">=", n, 1), sym.compare("<", n, 3))
     assert [sym.evaluate(branches.trips_of(both, {}), {"n": k}) for k in range(5)] == [0, 1, 1, 0, 0]
     # a float scalar, or a division that is not floor division, keeps the branch

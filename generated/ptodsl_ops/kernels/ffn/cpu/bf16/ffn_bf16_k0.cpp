@@ -290,7 +290,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -396,7 +396,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -677,7 +677,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -783,7 +783,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1084,13 +1084,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g7 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                     }
                 }
             }
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g16 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                     }
@@ -1235,13 +1235,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g7 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                     }
                 }
             }
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g16 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                     }
@@ -1285,7 +1285,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag_dev(4);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1427,7 +1427,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1645,7 +1645,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag_dev(6);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
-            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
+            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1787,7 +1787,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
+            for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br1) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

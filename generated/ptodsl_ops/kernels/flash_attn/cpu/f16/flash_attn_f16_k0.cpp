@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ float* t15_first, __gm__ half* o, __gm__ float* t0, __gm__ float* pv, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pv_last, __gm__ float* p_1_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ float* t15_first, __gm__ half* o, __gm__ float* t0, __gm__ float* pv, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pv_last, __gm__ float* p_1_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT5 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -64,844 +64,4250 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT42Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT43Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT43Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT49 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT50 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT46 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT47 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT48 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT52 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT53 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT54 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT55 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT57Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT58Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT60Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT67Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT67Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT69Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileHeld0Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld0Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld1Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld1Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld2Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileHeld2Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileHeld3Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld3Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT78 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT79 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT75 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT77 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT81 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT82 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT83 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT94 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT95 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT93 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT97Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT97Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT104Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT104Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT121Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT121Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT140Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT140Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT148Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT148Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT157 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT158 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT154 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT155 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT156 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT160 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT161 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT162 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT163 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT173 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT174 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT170 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT171 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT172 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT176Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT176Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT178Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT178Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT179Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT179Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT181Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT181Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT183Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT183Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT204Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT204Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT213Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT213Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT218Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT218Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT222Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT224Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT224Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT233 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT234 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT236 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT237 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT239 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT240 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT241 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT242 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT251Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT251Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT256Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT256Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT259Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT259Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     constexpr int64_t ptodsl_aiv1_ub = 196608;
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    __gm__ float* t0_first_own = t0_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_first_own = s_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* p_first_own = p_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_first_own = t15_first + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_own = t0 + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_own = pv + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_last_own = t0_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_last_own = s_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_last_own = pv_last + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* p_1_last_own = p_1_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_last_own = t15_last + block_index * 64 * D;  // flash_attn.pto:19:5
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t5, 0);  // flash_attn.pto:22:13
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t6, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t2, 0);  // flash_attn.pto:22:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t3, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t3, qGm1);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t4, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // flash_attn.pto:22:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t8, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t9, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t10, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t11, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        }
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
-            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
-        }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-            TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-            GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-            TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // flash_attn.pto:24:20
-            TASSIGN(tmp0, 35840);  // flash_attn.pto:24:20
-            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
+        for (int64_t _br1 = 0; _br1 < min_i64(max_i64((L + 127) / 128, 0), 1); ++_br1) {  // flash_attn.pto:19:5
+            for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
+                __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+                __gm__ half* vj_first = v;  // flash_attn.pto:21:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+                    TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t5, 0);  // flash_attn.pto:22:13
+                    TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t6, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t6, t5);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t2, 0);  // flash_attn.pto:22:13
+                    TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t3, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t3, qGm1);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t4, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t4, t3);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                        TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t8, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t8, qGm2);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t9, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t9, t8);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t10, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t11, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t11, t10);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView4 t0_first_ownGm4(t0_first_own + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm4, t2);  // flash_attn.pto:22:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+                TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
+                TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+                TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
+                TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+                    TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
+                    TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
+                    TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
+                    TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
+                    TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
+                    TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+                    TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
+                    TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+                    TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView5 t0_first_ownGm5(t0_first_own + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t14_aiv0, t0_first_ownGm5);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView6 s_first_ownGm6(s_first_own + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_first_ownGm6, t15_aiv0);  // flash_attn.pto:22:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp0;  // flash_attn.pto:24:20
+                    TASSIGN(tmp0, 101376);  // flash_attn.pto:24:20
+                    TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
+                    pipe_barrier(PIPE_V);
+                    TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView7 t0_first_ownGm7(t0_first_own + 4096 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv1, t0_first_ownGm7);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView8 s_first_ownGm8(s_first_own + 4096 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm8, t15_aiv1);  // flash_attn.pto:22:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp1;  // flash_attn.pto:24:20
+                        TASSIGN(tmp1, 101376);  // flash_attn.pto:24:20
+                        TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
+                        pipe_barrier(PIPE_V);
+                        TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+                TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
+                TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+                TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+                    TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
+                    TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+                    TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
+                    TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+                    TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
+                    TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+                    TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
+                    TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+                    TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
+                    TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+                    TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
+                    TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+                    TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                    GmView11 s_first_ownGm11(s_first_own + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                    TLOAD(t23_aiv0, s_first_ownGm11);  // flash_attn.pto:25:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
+                    TASSIGN(tmp2, 101376);  // flash_attn.pto:25:17
+                    TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                    TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                    GmView12 p_first_ownGm12(p_first_own + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                    TSTORE(p_first_ownGm12, t30_aiv0);  // flash_attn.pto:25:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp3;  // flash_attn.pto:26:20
+                    TASSIGN(tmp3, 101376);  // flash_attn.pto:26:20
+                    TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
+                    pipe_barrier(PIPE_V);
+                    TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView13 s_first_ownGm13(s_first_own + 4096 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv1, s_first_ownGm13);  // flash_attn.pto:25:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
+                        TASSIGN(tmp4, 101376);  // flash_attn.pto:25:17
+                        TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                        TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView14 p_first_ownGm14(p_first_own + 4096 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm14, t30_aiv1);  // flash_attn.pto:25:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp5;  // flash_attn.pto:26:20
+                        TASSIGN(tmp5, 101376);  // flash_attn.pto:26:20
+                        TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
+                        pipe_barrier(PIPE_V);
+                        TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
+                TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
+                TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
+                TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
+                TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
+                TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
+                TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
+                TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
+                TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // flash_attn.pto:24:20
-                TASSIGN(tmp1, 35840);  // flash_attn.pto:24:20
-                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
                 pipe_barrier(PIPE_V);
-                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+                    TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+                    TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
+                    TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
+                    TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
+                    TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
+                    TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView21 p_first_ownGm21(p_first_own + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TLOAD(t42_aiv0, p_first_ownGm21);  // flash_attn.pto:29:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView23 p_first_ownGm23(p_first_own + 4096 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv1, p_first_ownGm23);  // flash_attn.pto:29:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64((L + 127) / 128 - 1, -((L + 127) / 128 - 1)), 0), 1); ++_br0) {  // flash_attn.pto:42:9
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+                        TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t49, 0);  // flash_attn.pto:43:36
+                        TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t50, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView25 vj_firstGm25(vj_first + _g45 * 64, GmView25::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm25);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t50, t49);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT46 t46(min_i64(S - _qb0 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t46, 0);  // flash_attn.pto:43:36
+                        TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t47, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView26 ptGm26(pt + _qb0 * 64 * 128, GmView26::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm26);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t48, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t48, t47);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t46, t48, t50);  // flash_attn.pto:43:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                            TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
+                            TASSIGN(t52, 0);  // flash_attn.pto:43:36
+                            using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView27 ptGm27(pt + _qb0 * 64 * 128 + _k51 * 128, GmView27::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm27);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
+                            TASSIGN(t53, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t53, t52);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                            TASSIGN(t54, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView28 vj_firstGm28(vj_first + _k51 * 128 * D + _g45 * 64, GmView28::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm28);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                            TASSIGN(t55, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t55, t54);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t46, t46, t53, t55);  // flash_attn.pto:43:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView29 t15_first_ownGm29(t15_first_own + _g45 * 64, GmView29::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm29, t46);  // flash_attn.pto:43:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
+                    TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
+                    TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                    TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
+                    TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                    TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
+                    TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
+                    TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
+                    TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
+                    TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
+                    TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
+                    TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
+                    TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                    TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
+                    TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                    TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
+                    TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:25
+                    TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
+                    TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+                    TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
+                    TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:20
+                    TASSIGN(t72_aiv0, 83968);  // flash_attn.pto:44:20
+                    TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+                    TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView30 accGm30(acc + _qb0 * 64 * D, GmView30::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t57_aiv0, accGm30);  // flash_attn.pto:43:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                    GmView31 alphaGm31(alpha + _qb0 * 64, GmView31::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                    TLOAD(t58_aiv0, alphaGm31);  // flash_attn.pto:43:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                    TASSIGN(tmp6, 101376);  // flash_attn.pto:43:22
+                    TROWEXPAND(tmp6, t58_aiv0);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                    TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp6);  // flash_attn.pto:43:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView32 t15_first_ownGm32(t15_first_own, GmView32::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t63_aiv0, t15_first_ownGm32);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t64_aiv0, t60_aiv0, t63_aiv0);  // flash_attn.pto:43:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView33 accGm33(acc + _qb0 * 64 * D, GmView33::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm33, t64_aiv0);  // flash_attn.pto:43:22
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                    GmView34 lGm34(l + _qb0 * 64, GmView34::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                    TLOAD(t67_aiv0, lGm34);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp7(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                    TASSIGN(tmp7, 101376);  // flash_attn.pto:44:25
+                    TROWEXPAND(tmp7, t67_aiv0);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                    TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp7);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);
+                    TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView35 oGm35(o + _qb0 * 64 * D, GmView35::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm35, t72_aiv0);  // flash_attn.pto:44:20
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView36 accGm36(acc + (_qb0 * 64 + 32) * D, GmView36::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv1, accGm36);  // flash_attn.pto:43:22
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView37 alphaGm37(alpha + _qb0 * 64 + 32, GmView37::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv1, alphaGm37);  // flash_attn.pto:43:22
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                        TASSIGN(tmp8, 101376);  // flash_attn.pto:43:22
+                        TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                        TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView38 t15_first_ownGm38(t15_first_own + D * 32, GmView38::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv1, t15_first_ownGm38);  // flash_attn.pto:43:22
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TADD(t64_aiv1, t60_aiv1, t63_aiv1);  // flash_attn.pto:43:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView39 accGm39(acc + (_qb0 * 64 + 32) * D, GmView39::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm39, t64_aiv1);  // flash_attn.pto:43:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView40 lGm40(l + _qb0 * 64 + 32, GmView40::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv1, lGm40);  // flash_attn.pto:44:25
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                        TASSIGN(tmp9, 101376);  // flash_attn.pto:44:25
+                        TROWEXPAND(tmp9, t67_aiv1);  // flash_attn.pto:44:25
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                        TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp9);  // flash_attn.pto:44:25
+                        pipe_barrier(PIPE_V);
+                        TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView41 oGm41(o + (_qb0 * 64 + 32) * D, GmView41::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm41, t72_aiv1);  // flash_attn.pto:44:20
+                    }
+                }
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        TileT76 t76(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+        TASSIGN(t76, 0);  // flash_attn.pto:22:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
+            using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView42 qGm42(q + _qb0 * 64 * D, GmView42::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm42);  // flash_attn.pto:22:13
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:21
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+            GmView43 mGm43(m + _qb0 * 64, GmView43::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+            TLOAD(held0_aiv0, mGm43);  // flash_attn.pto:34:21
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView44 mGm44(m + _qb0 * 64 + 32, GmView44::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv1, mGm44);  // flash_attn.pto:34:21
+            }
+        }
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 1024);  // flash_attn.pto:37:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView45 lGm45(l + _qb0 * 64, GmView45::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(held1_aiv0, lGm45);  // flash_attn.pto:37:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView46 lGm46(l + _qb0 * 64 + 32, GmView46::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv1, lGm46);  // flash_attn.pto:37:20
+            }
+        }
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 2048);  // flash_attn.pto:40:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView47 accGm47(acc + _qb0 * 64 * D, GmView47::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(held2_aiv0, accGm47);  // flash_attn.pto:40:22
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView48 accGm48(acc + (_qb0 * 64 + 32) * D, GmView48::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv1, accGm48);  // flash_attn.pto:40:22
+            }
+        }
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 18432);  // flash_attn.pto:40:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView49 alphaGm49(alpha + _qb0 * 64, GmView49::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(held3_aiv0, alphaGm49);  // flash_attn.pto:40:22
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView50 alphaGm50(alpha + _qb0 * 64 + 32, GmView50::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv1, alphaGm50);  // flash_attn.pto:40:22
+            }
+        }
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
+            pipe_barrier(PIPE_V);
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t78, 16384);  // flash_attn.pto:22:13
+                TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t79, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView51 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView51 kjGm51(kj + _g74 * 64 * D, GmView51::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm51);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t79, t78);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                TileT75 t75(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t75, 0);  // flash_attn.pto:22:13
+                TileT77 t77(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                TASSIGN(t77, 0);  // flash_attn.pto:22:13
+                TMOV(t77, t76);  // flash_attn.pto:22:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                    TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    using GmView52 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView52 qGm52(q + _qb0 * 64 * D + _k80 * 128, GmView52::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm52);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t82, t81);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView53 kjGm53(kj + _g74 * 64 * D + _k80 * 128, GmView53::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm53);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84, t83);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView54 t0_ownGm54(t0_own + _g74 * 64, GmView54::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0_ownGm54, t75);  // flash_attn.pto:22:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 19456);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 35840);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 35840);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView55 t0_ownGm55(t0_own, GmView55::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TLOAD(t87_aiv0, t0_ownGm55);  // flash_attn.pto:22:13
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:22:13
+                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView56 t0_ownGm56(t0_own + 4096, GmView56::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv1, t0_ownGm56);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
+            TileT92 t92(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+            TASSIGN(t92, 16384);  // flash_attn.pto:33:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView57 ptGm57(pt + _qb0 * 64 * 128, GmView57::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm57);  // flash_attn.pto:33:18
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView58 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView58 vprevGm58(vprev + _g90 * 64, GmView58::Shape(t94.GetValidCol()), GmView58::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm58);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t95, t94);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT91 t91(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91, 0);  // flash_attn.pto:33:18
+                TileT93 t93(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93, 0);  // flash_attn.pto:33:18
+                TMOV(t93, t92);  // flash_attn.pto:33:18
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView59 pv_ownGm59(pv_own + _g90 * 64, GmView59::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView59::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm59, t91);  // flash_attn.pto:33:18
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 19456);  // flash_attn.pto:34:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:34:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 20480);  // flash_attn.pto:34:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, ptodsl_aiv1_ub + 20480);  // flash_attn.pto:34:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 21504);  // flash_attn.pto:35:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:35:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 22528);  // flash_attn.pto:35:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 22528);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 52224);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, ptodsl_aiv1_ub + 52224);  // flash_attn.pto:36:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 23552);  // flash_attn.pto:37:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 23552);  // flash_attn.pto:37:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 24576);  // flash_attn.pto:37:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:37:28
+            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv0, 25600);  // flash_attn.pto:39:21
+            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv1, ptodsl_aiv1_ub + 25600);  // flash_attn.pto:39:21
+            TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 68608);  // flash_attn.pto:40:22
+            TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 68608);  // flash_attn.pto:40:22
+            TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 84992);  // flash_attn.pto:40:22
+            TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 84992);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp10;  // flash_attn.pto:34:32
+            TASSIGN(tmp10, 101376);  // flash_attn.pto:34:32
+            TROWMAX(t97_aiv0, t88_aiv0, tmp10);  // flash_attn.pto:34:32
+            pipe_barrier(PIPE_V);
+            TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:34:21
+            pipe_barrier(PIPE_V);
+            TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:35:21
+            pipe_barrier(PIPE_V);
+            TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp11(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
+            TASSIGN(tmp11, 101376);  // flash_attn.pto:36:17
+            TROWEXPAND(tmp11, t104_aiv0);  // flash_attn.pto:36:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+            TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp11);  // flash_attn.pto:36:17
+            pipe_barrier(PIPE_V);
+            TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:37:20
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp12;  // flash_attn.pto:37:28
+            TASSIGN(tmp12, 101376);  // flash_attn.pto:37:28
+            TROWSUM(t127_aiv0, t121_aiv0, tmp12);  // flash_attn.pto:37:28
+            pipe_barrier(PIPE_V);
+            TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:37:20
+            pipe_barrier(PIPE_V);
+            TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
+            pipe_barrier(PIPE_V);
+            TCVT(t140_aiv0, t121_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            using GmView60 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+            GmView60 ptGm60(pt + _qb0 * 64 * 128, GmView60::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            TSTORE(ptGm60, t140_aiv0);  // flash_attn.pto:39:21
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileTmp1 tmp13(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(tmp13, 101376);  // flash_attn.pto:40:22
+            TROWEXPAND(tmp13, held3_aiv0);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+            TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp13);  // flash_attn.pto:40:22
+            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView61 pv_ownGm61(pv_own, GmView61::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView61::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t148_aiv0, pv_ownGm61);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TADD(held2_aiv0, t145_aiv0, t148_aiv0);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);
+            TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv12) {  // flash_attn.pto:34:32
+                TileTmp0 tmp14;  // flash_attn.pto:34:32
+                TASSIGN(tmp14, 101376);  // flash_attn.pto:34:32
+                TROWMAX(t97_aiv1, t88_aiv1, tmp14);  // flash_attn.pto:34:32
+                pipe_barrier(PIPE_V);
+                TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:34:21
+                pipe_barrier(PIPE_V);
+                TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:35:21
+                pipe_barrier(PIPE_V);
+                TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:35:17
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                TASSIGN(tmp15, 101376);  // flash_attn.pto:36:17
+                TROWEXPAND(tmp15, t104_aiv1);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp15);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);
+                TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp16;  // flash_attn.pto:37:28
+                TASSIGN(tmp16, 101376);  // flash_attn.pto:37:28
+                TROWSUM(t127_aiv1, t121_aiv1, tmp16);  // flash_attn.pto:37:28
+                pipe_barrier(PIPE_V);
+                TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:38:13
+                pipe_barrier(PIPE_V);
+                TCVT(t140_aiv1, t121_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView62 ptGm62(pt + (_qb0 * 64 + 32) * 128, GmView62::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm62, t140_aiv1);  // flash_attn.pto:39:21
+                TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView63 pv_ownGm63(pv_own + D * 32, GmView63::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv1, pv_ownGm63);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(held2_aiv1, t145_aiv1, t148_aiv1);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);
+                TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-        TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
-        pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-            TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
-            TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-            GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-            TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
-            TASSIGN(tmp2, 35840);  // flash_attn.pto:25:17
-            TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
-            pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
-            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-            TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // flash_attn.pto:26:20
-            TASSIGN(tmp3, 35840);  // flash_attn.pto:26:20
-            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
-            pipe_barrier(PIPE_V);
-            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
-                TASSIGN(tmp4, 35840);  // flash_attn.pto:25:17
-                TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
-                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp5;  // flash_attn.pto:26:20
-                TASSIGN(tmp5, 35840);  // flash_attn.pto:26:20
-                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
-                pipe_barrier(PIPE_V);
-                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView64 alphaGm64(alpha + _qb0 * 64, GmView64::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm64, held3_aiv0);  // flash_attn.pto:41:13
+            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
+                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView65 alphaGm65(alpha + _qb0 * 64 + 32, GmView65::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm65, held3_aiv1);  // flash_attn.pto:41:13
             }
         }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
-        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
-        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
-        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-        TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-        GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
-        TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-        GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-        TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-            GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-            TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
-            TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-            GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
-            TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
-            TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-            GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-            TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView66 accGm66(acc + _qb0 * 64 * D, GmView66::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView66::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm66, held2_aiv0);  // flash_attn.pto:40:22
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView67 accGm67(acc + (_qb0 * 64 + 32) * D, GmView67::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm67, held2_aiv1);  // flash_attn.pto:40:22
+            }
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView68 lGm68(l + _qb0 * 64, GmView68::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm68, held1_aiv0);  // flash_attn.pto:37:20
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
+                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView69 lGm69(l + _qb0 * 64 + 32, GmView69::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm69, held1_aiv1);  // flash_attn.pto:37:20
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView70 mGm70(m + _qb0 * 64, GmView70::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm70, held0_aiv0);  // flash_attn.pto:38:13
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
+                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView71 mGm71(m + _qb0 * 64 + 32, GmView71::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm71, held0_aiv1);  // flash_attn.pto:38:13
+            }
         }
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-            GmView21 p_firstGm21(p_first + _qb0 * 64 * 128 + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-            TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-            GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-            TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _br3 = 0; _br3 < min_i64(max_i64((L + 127) / 128 - 1, 0), 1); ++_br3) {  // flash_attn.pto:19:5
+            for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
+                __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+                __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                    TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                    TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView72 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView72 kj_lastGm72(kj_last + _g153 * 64 * D, GmView72::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm72);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t158, t157);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT154 t154(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t154, 0);  // flash_attn.pto:22:13
+                    TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t155, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView73 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView73 qGm73(q + _qb0 * 64 * D, GmView73::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm73);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t156, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t156, t155);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
+                        TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t160, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView74 qGm74(q + _qb0 * 64 * D + _k159 * 128, GmView74::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView74::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160, qGm74);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t161, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t161, t160);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t162, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView75 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView75 kj_lastGm75(kj_last + _g153 * 64 * D + _k159 * 128, GmView75::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView75::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162, kj_lastGm75);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t163, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t163, t162);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView76 t0_last_ownGm76(t0_last_own + _g153 * 64, GmView76::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm76, t154);  // flash_attn.pto:22:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
+                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                    TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
+                    TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView77 t0_last_ownGm77(t0_last_own + _g165 * 128, GmView77::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t166_aiv0, t0_last_ownGm77);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView78 s_last_ownGm78(s_last_own + _g165 * 128, GmView78::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_last_ownGm78, t167_aiv0);  // flash_attn.pto:22:13
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView79 t0_last_ownGm79(t0_last_own + 4096 + _g165 * 128, GmView79::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv1, t0_last_ownGm79);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView80 s_last_ownGm80(s_last_own + 4096 + _g165 * 128, GmView80::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm80, t167_aiv1);  // flash_attn.pto:22:13
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                    TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                    TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView81 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView81 vprev_lastGm81(vprev_last + _g169 * 64, GmView81::Shape(t173.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173, vprev_lastGm81);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t174, t173);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT170 t170(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t170, 0);  // flash_attn.pto:33:18
+                    TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t171, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView82 ptGm82(pt + _qb0 * 64 * 128, GmView82::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171, ptGm82);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t172, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t172, t171);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView83 pv_last_ownGm83(pv_last_own + _g169 * 64, GmView83::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm83, t170);  // flash_attn.pto:33:18
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+                TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
+                TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXPANDS(t176_aiv0, -__builtin_inff());  // flash_attn.pto:34:32
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv18) {  // flash_attn.pto:34:32
+                    TEXPANDS(t176_aiv1, -__builtin_inff());  // flash_attn.pto:34:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                    TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                    TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                    TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                    TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
+                    TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+                    TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
+                    TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                    TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
+                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView84 s_last_ownGm84(s_last_own + _k177 * 128, GmView84::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                    TLOAD(t178_aiv0, s_last_ownGm84);  // flash_attn.pto:34:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp18;  // flash_attn.pto:34:32
+                    TASSIGN(tmp18, 101376);  // flash_attn.pto:34:32
+                    TROWMAX(t179_aiv0, t178_aiv0, tmp18);  // flash_attn.pto:34:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView85 s_last_ownGm85(s_last_own + 4096 + _k177 * 128, GmView85::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv1, s_last_ownGm85);  // flash_attn.pto:34:32
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp0 tmp19;  // flash_attn.pto:34:32
+                        TASSIGN(tmp19, 101376);  // flash_attn.pto:34:32
+                        TROWMAX(t179_aiv1, t178_aiv1, tmp19);  // flash_attn.pto:34:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:34:32
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+                TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
+                TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+                TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
+                TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+                TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
+                TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+                TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
+                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:21
+                TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
+                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+                TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
+                TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:17
+                TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
+                TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+                TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
+                TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
+                TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
+                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
+                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView86 mGm86(m + _qb0 * 64, GmView86::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv0, mGm86);  // flash_attn.pto:34:21
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
+                pipe_barrier(PIPE_V);
+                TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
+                pipe_barrier(PIPE_V);
+                TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+                using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView87 lGm87(l + _qb0 * 64, GmView87::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv0, lGm87);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView88 mGm88(m + _qb0 * 64 + 32, GmView88::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv1, mGm88);  // flash_attn.pto:34:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
+                    pipe_barrier(PIPE_V);
+                    TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView89 lGm89(l + _qb0 * 64 + 32, GmView89::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv1, lGm89);  // flash_attn.pto:37:20
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                    TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                    TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                    TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                    TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                    TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                    TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                    TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                    TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                    TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
+                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+                    TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                    TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
+                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView90 s_last_ownGm90(s_last_own + _g192 * 128, GmView90::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv0, s_last_ownGm90);  // flash_attn.pto:36:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp20(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
+                    TASSIGN(tmp20, 101376);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp20, t183_aiv0);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp20);  // flash_attn.pto:36:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView91 p_1_last_ownGm91(p_1_last_own + _g192 * 128, GmView91::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_last_ownGm91, t200_aiv0);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp21;  // flash_attn.pto:37:28
+                    TASSIGN(tmp21, 101376);  // flash_attn.pto:37:28
+                    TROWSUM(t209_aiv0, t200_aiv0, tmp21);  // flash_attn.pto:37:28
+                    pipe_barrier(PIPE_V);
+                    TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
+                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView92 s_last_ownGm92(s_last_own + 4096 + _g192 * 128, GmView92::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv1, s_last_ownGm92);  // flash_attn.pto:36:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp22(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                        TASSIGN(tmp22, 101376);  // flash_attn.pto:36:17
+                        TROWEXPAND(tmp22, t183_aiv1);  // flash_attn.pto:36:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                        TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp22);  // flash_attn.pto:36:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView93 p_1_last_ownGm93(p_1_last_own + 4096 + _g192 * 128, GmView93::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm93, t200_aiv1);  // flash_attn.pto:36:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp23;  // flash_attn.pto:37:28
+                        TASSIGN(tmp23, 101376);  // flash_attn.pto:37:28
+                        TROWSUM(t209_aiv1, t200_aiv1, tmp23);  // flash_attn.pto:37:28
+                        pipe_barrier(PIPE_V);
+                        TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
+                TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView94 lGm94(l + _qb0 * 64, GmView94::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm94, t213_aiv0);  // flash_attn.pto:37:20
+                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView95 mGm95(m + _qb0 * 64, GmView95::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm95, t183_aiv0);  // flash_attn.pto:38:13
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
+                    TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView96 lGm96(l + _qb0 * 64 + 32, GmView96::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm96, t213_aiv1);  // flash_attn.pto:37:20
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView97 mGm97(m + _qb0 * 64 + 32, GmView97::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm97, t183_aiv1);  // flash_attn.pto:38:13
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                    TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                    TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
+                    TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t219_aiv0, 21504);  // flash_attn.pto:39:21
+                    TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
+                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView98 p_1_last_ownGm98(p_1_last_own + _g217 * 128, GmView98::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv0, p_1_last_ownGm98);  // flash_attn.pto:39:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t219_aiv0, t218_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView99 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView99 ptGm99(pt + _qb0 * 64 * 128 + _g217 * 128, GmView99::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm99, t219_aiv0);  // flash_attn.pto:39:21
+                    for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView100 p_1_last_ownGm100(p_1_last_own + 4096 + _g217 * 128, GmView100::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv1, p_1_last_ownGm100);  // flash_attn.pto:39:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TCVT(t219_aiv1, t218_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView101 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView101 ptGm101(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView101::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm101, t219_aiv1);  // flash_attn.pto:39:21
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
+                TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
+                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
+                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
+                TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
+                TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
+                TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
+                TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView102 accGm102(acc + _qb0 * 64 * D, GmView102::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView102::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv0, accGm102);  // flash_attn.pto:40:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView103 alphaGm103(alpha + _qb0 * 64, GmView103::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv0, alphaGm103);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp24(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(tmp24, 101376);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp24, t222_aiv0);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp24);  // flash_attn.pto:40:22
+                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView104 pv_last_ownGm104(pv_last_own, GmView104::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView104::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv0, pv_last_ownGm104);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView105 accGm105(acc + _qb0 * 64 * D, GmView105::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView105::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm105, t228_aiv0);  // flash_attn.pto:40:22
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView106 alphaGm106(alpha + _qb0 * 64, GmView106::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm106, t190_aiv0);  // flash_attn.pto:41:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
+                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView107 accGm107(acc + (_qb0 * 64 + 32) * D, GmView107::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView107::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv1, accGm107);  // flash_attn.pto:40:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView108 alphaGm108(alpha + _qb0 * 64 + 32, GmView108::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv1, alphaGm108);  // flash_attn.pto:40:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp25(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp25, 101376);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
+                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView109 pv_last_ownGm109(pv_last_own + D * 32, GmView109::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv1, pv_last_ownGm109);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t228_aiv1, t224_aiv1, t227_aiv1);  // flash_attn.pto:40:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView110 accGm110(acc + (_qb0 * 64 + 32) * D, GmView110::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView110::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm110, t228_aiv1);  // flash_attn.pto:40:22
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView111 alphaGm111(alpha + _qb0 * 64 + 32, GmView111::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm111, t190_aiv1);  // flash_attn.pto:41:13
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                    TileT233 t233(min_i64(S - _qb0 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t233, 0);  // flash_attn.pto:43:36
+                    TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
+                    TASSIGN(t234, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView112 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView112 ptGm112(pt + _qb0 * 64 * 128, GmView112::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm112);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
+                    TASSIGN(t235, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t235, t234);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t236, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView113 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView113 vj_lastGm113(vj_last + _g232 * 64, GmView113::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm113);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t237, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t237, t236);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t233, t235, t237);  // flash_attn.pto:43:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                        TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t239, 0);  // flash_attn.pto:43:36
+                        using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView114 ptGm114(pt + _qb0 * 64 * 128 + _k238 * 128, GmView114::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm114);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t240, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t240, t239);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t241, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView115 vj_lastGm115(vj_last + _k238 * 128 * D + _g232 * 64, GmView115::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm115);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t242, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t242, t241);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t233, t233, t240, t242);  // flash_attn.pto:43:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView116 t15_last_ownGm116(t15_last_own + _g232 * 64, GmView116::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm116, t233);  // flash_attn.pto:43:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
+                TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
+                TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
+                TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
+                TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
+                TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
+                TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:25
+                TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
+                TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+                TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
+                TileT259Aiv0 t259_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:20
+                TASSIGN(t259_aiv0, 87040);  // flash_attn.pto:44:20
+                TileT259Aiv1 t259_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+                TASSIGN(t259_aiv1, ptodsl_aiv1_ub + 87040);  // flash_attn.pto:44:20
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp26(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                TASSIGN(tmp26, 101376);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp26, t190_aiv0);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp26);  // flash_attn.pto:43:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView117 t15_last_ownGm117(t15_last_own, GmView117::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv0, t15_last_ownGm117);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView118 accGm118(acc + _qb0 * 64 * D, GmView118::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm118, t251_aiv0);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp27(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                TASSIGN(tmp27, 101376);  // flash_attn.pto:44:25
+                TROWEXPAND(tmp27, t213_aiv0);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp27);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);
+                TCVT(t259_aiv0, t256_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView119 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView119 oGm119(o + _qb0 * 64 * D, GmView119::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm119, t259_aiv0);  // flash_attn.pto:44:20
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv25) {  // flash_attn.pto:43:22
+                    TileTmp1 tmp28(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                    TASSIGN(tmp28, 101376);  // flash_attn.pto:43:22
+                    TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                    TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
+                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView120 t15_last_ownGm120(t15_last_own + D * 32, GmView120::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv1, t15_last_ownGm120);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm121, t251_aiv1);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);
+                    TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                    TASSIGN(tmp29, 101376);  // flash_attn.pto:44:25
+                    TROWEXPAND(tmp29, t213_aiv1);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                    TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp29);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);
+                    TCVT(t259_aiv1, t256_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView122 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView122 oGm122(o + (_qb0 * 64 + 32) * D, GmView122::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm122, t259_aiv1);  // flash_attn.pto:44:20
+                }
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
+    __gm__ float* t0_first_own = t0_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_first_own = s_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* p_first_own = p_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_first_own = t15_first + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_own = t0 + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_own = pv + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_last_own = t0_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_last_own = s_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_last_own = pv_last + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* p_1_last_own = p_1_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_last_own = t15_last + block_index * 64 * D;  // flash_attn.pto:19:5
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
-        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+        wait_flag_dev(2);
         wait_flag_dev(0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t5, 0);  // flash_attn.pto:22:13
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t6, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t2, 0);  // flash_attn.pto:22:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t3, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t3, qGm1);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t4, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // flash_attn.pto:22:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t8, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t9, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t10, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t11, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
-        }
-        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
+        for (int64_t _br1 = 0; _br1 < min_i64(max_i64((L + 127) / 128, 0), 1); ++_br1) {  // flash_attn.pto:19:5
+            for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
+                __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+                __gm__ half* vj_first = v;  // flash_attn.pto:21:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+                    TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t5, 0);  // flash_attn.pto:22:13
+                    TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t6, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t6, t5);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t2, 0);  // flash_attn.pto:22:13
+                    TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t3, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t3, qGm1);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t4, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t4, t3);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                        TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t8, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t8, qGm2);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t9, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t9, t8);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t10, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t11, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t11, t10);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView4 t0_first_ownGm4(t0_first_own + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm4, t2);  // flash_attn.pto:22:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+                }
+                for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
+                    }
+                }
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
+                }
+                for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
+                    }
+                }
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
+                }
+                for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
+                    }
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag_dev(7);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64((L + 127) / 128 - 1, -((L + 127) / 128 - 1)), 0), 1); ++_br0) {  // flash_attn.pto:42:9
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+                        TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t49, 0);  // flash_attn.pto:43:36
+                        TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t50, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView25 vj_firstGm25(vj_first + _g45 * 64, GmView25::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm25);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t50, t49);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT46 t46(min_i64(S - _qb0 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t46, 0);  // flash_attn.pto:43:36
+                        TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t47, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView26 ptGm26(pt + _qb0 * 64 * 128, GmView26::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm26);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t48, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t48, t47);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t46, t48, t50);  // flash_attn.pto:43:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                            TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
+                            TASSIGN(t52, 0);  // flash_attn.pto:43:36
+                            using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView27 ptGm27(pt + _qb0 * 64 * 128 + _k51 * 128, GmView27::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm27);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
+                            TASSIGN(t53, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t53, t52);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                            TASSIGN(t54, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView28 vj_firstGm28(vj_first + _k51 * 128 * D + _g45 * 64, GmView28::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm28);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                            TASSIGN(t55, 0);  // flash_attn.pto:43:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t55, t54);  // flash_attn.pto:43:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t46, t46, t53, t55);  // flash_attn.pto:43:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView29 t15_first_ownGm29(t15_first_own + _g45 * 64, GmView29::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm29, t46);  // flash_attn.pto:43:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
+                    }
+                }
             }
         }
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        TileT76 t76(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+        TASSIGN(t76, 0);  // flash_attn.pto:22:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
+            using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView42 qGm42(q + _qb0 * 64 * D, GmView42::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm42);  // flash_attn.pto:22:13
         }
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
             }
         }
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
-        }
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
             }
         }
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+            }
+        }
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
+            }
+        }
+        wait_flag_dev(5);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
+            wait_flag_dev(5);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t78, 16384);  // flash_attn.pto:22:13
+                TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t79, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView51 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView51 kjGm51(kj + _g74 * 64 * D, GmView51::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm51);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t79, t78);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                TileT75 t75(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t75, 0);  // flash_attn.pto:22:13
+                TileT77 t77(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                TASSIGN(t77, 0);  // flash_attn.pto:22:13
+                TMOV(t77, t76);  // flash_attn.pto:22:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                    TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    using GmView52 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView52 qGm52(q + _qb0 * 64 * D + _k80 * 128, GmView52::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm52);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t82, t81);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView53 kjGm53(kj + _g74 * 64 * D + _k80 * 128, GmView53::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm53);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84, t83);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView54 t0_ownGm54(t0_own + _g74 * 64, GmView54::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0_ownGm54, t75);  // flash_attn.pto:22:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:22:13
+            }
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
+            TileT92 t92(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+            TASSIGN(t92, 16384);  // flash_attn.pto:33:18
+            wait_flag_dev(6);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView57 ptGm57(pt + _qb0 * 64 * 128, GmView57::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm57);  // flash_attn.pto:33:18
+            wait_flag_dev(7);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView58 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView58 vprevGm58(vprev + _g90 * 64, GmView58::Shape(t94.GetValidCol()), GmView58::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm58);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t95, t94);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT91 t91(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91, 0);  // flash_attn.pto:33:18
+                TileT93 t93(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93, 0);  // flash_attn.pto:33:18
+                TMOV(t93, t92);  // flash_attn.pto:33:18
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView59 pv_ownGm59(pv_own + _g90 * 64, GmView59::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView59::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm59, t91);  // flash_attn.pto:33:18
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv12) {  // flash_attn.pto:34:32
+            }
+        }
+        wait_flag_dev(7);
+        wait_flag_dev(6);
+        wait_flag_dev(5);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
+            }
+        }
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
+            }
+        }
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
+            }
+        }
+        wait_flag_dev(4);
+        wait_flag_dev(3);
+        wait_flag_dev(8);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _br3 = 0; _br3 < min_i64(max_i64((L + 127) / 128 - 1, 0), 1); ++_br3) {  // flash_attn.pto:19:5
+            for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
+                __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+                __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                    TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                    TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView72 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView72 kj_lastGm72(kj_last + _g153 * 64 * D, GmView72::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm72);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t158, t157);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT154 t154(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t154, 0);  // flash_attn.pto:22:13
+                    TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t155, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView73 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView73 qGm73(q + _qb0 * 64 * D, GmView73::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm73);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t156, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t156, t155);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
+                        TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t160, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView74 qGm74(q + _qb0 * 64 * D + _k159 * 128, GmView74::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView74::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160, qGm74);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t161, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t161, t160);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t162, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView75 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView75 kj_lastGm75(kj_last + _g153 * 64 * D + _k159 * 128, GmView75::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView75::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162, kj_lastGm75);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t163, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t163, t162);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView76 t0_last_ownGm76(t0_last_own + _g153 * 64, GmView76::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm76, t154);  // flash_attn.pto:22:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
+                    }
+                }
+                __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                    TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                    TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView81 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView81 vprev_lastGm81(vprev_last + _g169 * 64, GmView81::Shape(t173.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173, vprev_lastGm81);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t174, t173);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT170 t170(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t170, 0);  // flash_attn.pto:33:18
+                    TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t171, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView82 ptGm82(pt + _qb0 * 64 * 128, GmView82::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171, ptGm82);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t172, 0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t172, t171);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView83 pv_last_ownGm83(pv_last_own + _g169 * 64, GmView83::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm83, t170);  // flash_attn.pto:33:18
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv18) {  // flash_attn.pto:34:32
+                }
+                for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
+                    }
+                }
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
+                }
+                for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
+                    }
+                }
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
+                }
+                for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                    for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
+                    }
+                }
+                for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag_dev(5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                    TileT233 t233(min_i64(S - _qb0 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t233, 0);  // flash_attn.pto:43:36
+                    TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
+                    TASSIGN(t234, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView112 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView112 ptGm112(pt + _qb0 * 64 * 128, GmView112::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm112);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
+                    TASSIGN(t235, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t235, t234);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t236, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView113 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView113 vj_lastGm113(vj_last + _g232 * 64, GmView113::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm113);  // flash_attn.pto:43:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t237, 0);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t237, t236);  // flash_attn.pto:43:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t233, t235, t237);  // flash_attn.pto:43:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                        TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t239, 0);  // flash_attn.pto:43:36
+                        using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView114 ptGm114(pt + _qb0 * 64 * 128 + _k238 * 128, GmView114::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm114);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
+                        TASSIGN(t240, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t240, t239);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t241, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView115 vj_lastGm115(vj_last + _k238 * 128 * D + _g232 * 64, GmView115::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm115);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                        TASSIGN(t242, 0);  // flash_attn.pto:43:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t242, t241);  // flash_attn.pto:43:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t233, t233, t240, t242);  // flash_attn.pto:43:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView116 t15_last_ownGm116(t15_last_own + _g232 * 64, GmView116::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm116, t233);  // flash_attn.pto:43:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv25) {  // flash_attn.pto:43:22
+                }
+            }
+        }
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag_dev(4);
+    wait_flag_dev(3);
+    wait_flag_dev(2);
     wait_flag_dev(0);
+    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     constexpr int64_t ptodsl_aiv1_ub = 0;
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    __gm__ float* t0_first_own = t0_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_first_own = s_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* p_first_own = p_first + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_first_own = t15_first + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_own = t0 + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_own = pv + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* t0_last_own = t0_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* s_last_own = s_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* pv_last_own = pv_last + block_index * 64 * D;  // flash_attn.pto:19:5
+    __gm__ float* p_1_last_own = p_1_last + block_index * 64 * 128;  // flash_attn.pto:19:5
+    __gm__ float* t15_last_own = t15_last + block_index * 64 * D;  // flash_attn.pto:19:5
+    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-            }
-        }
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        if (ptodsl_aiv0) {
-            TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
-        }
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
-            if (!ptodsl_aiv0) {
-                TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
-            }
-        }
+        wait_flag_dev(1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        wait_flag_dev(1);
-        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
-            if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TileTmp0 tmp0;  // flash_attn.pto:24:20
-                TASSIGN(tmp0, 35840);  // flash_attn.pto:24:20
-                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
-            }
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
-                if (!ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        for (int64_t _br1 = 0; _br1 < min_i64(max_i64((L + 127) / 128, 0), 1); ++_br1) {  // flash_attn.pto:19:5
+            for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
+                __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+                __gm__ half* vj_first = v;  // flash_attn.pto:21:14
+                for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                    }
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
+                TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+                TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
+                TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+                TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
                 }
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag_dev(7);
+                for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
+                    TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
+                    TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
+                    TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
+                    TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
+                    TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+                    TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
+                    TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+                    TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
+                    if (ptodsl_aiv0) {
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView5 t0_first_ownGm5(t0_first_own + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv0, t0_first_ownGm5);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView6 s_first_ownGm6(s_first_own + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm6, t15_aiv0);  // flash_attn.pto:22:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp0;  // flash_attn.pto:24:20
+                        TASSIGN(tmp0, 101376);  // flash_attn.pto:24:20
+                        TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
+                    }
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
+                        if (!ptodsl_aiv0) {
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView7 t0_first_ownGm7(t0_first_own + 4096 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t14_aiv1, t0_first_ownGm7);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView8 s_first_ownGm8(s_first_own + 4096 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_first_ownGm8, t15_aiv1);  // flash_attn.pto:22:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp1;  // flash_attn.pto:24:20
+                            TASSIGN(tmp1, 101376);  // flash_attn.pto:24:20
+                            TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+                TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
+                TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+                TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
+                if (ptodsl_aiv0) {
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
                 }
                 pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TileTmp0 tmp1;  // flash_attn.pto:24:20
-                    TASSIGN(tmp1, 35840);  // flash_attn.pto:24:20
-                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
-                }
-            }
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-            TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
-        }
-        pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
-            if (!ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-                TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
-                TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
-            }
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
-            if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-                TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
-                TASSIGN(tmp2, 35840);  // flash_attn.pto:25:17
-                TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
-                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-                TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TileTmp0 tmp3;  // flash_attn.pto:26:20
-                TASSIGN(tmp3, 35840);  // flash_attn.pto:26:20
-                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
-            }
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
-                if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                    TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
-                    TASSIGN(tmp4, 35840);  // flash_attn.pto:25:17
-                    TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
-                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                    TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
+                    if (!ptodsl_aiv0) {
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                        GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                        TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+                        TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
+                    }
                 }
                 pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TileTmp0 tmp5;  // flash_attn.pto:26:20
-                    TASSIGN(tmp5, 35840);  // flash_attn.pto:26:20
-                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
-                }
-            }
-        }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
-        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
-        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
-        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        if (ptodsl_aiv0) {
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-            TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
-        }
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-            GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
-            TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
-        }
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        if (ptodsl_aiv0) {
-            TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-            GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-            TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
-        }
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
-            if (!ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-                TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
-                TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (!ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
-                TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
-                TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            if (!ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-                TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
-            }
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
-            if (ptodsl_aiv0) {
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                GmView21 p_firstGm21(p_first + _qb0 * 64 * 128 + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
-            }
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
-                if (!ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                    TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
+                    TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+                    TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
+                    TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+                    TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
+                    TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+                    TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
+                    TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+                    TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
+                    TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+                    TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
+                    TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+                    TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
+                    if (ptodsl_aiv0) {
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView11 s_first_ownGm11(s_first_own + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv0, s_first_ownGm11);  // flash_attn.pto:25:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
+                        TASSIGN(tmp2, 101376);  // flash_attn.pto:25:17
+                        TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                        TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView12 p_first_ownGm12(p_first_own + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm12, t30_aiv0);  // flash_attn.pto:25:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp3;  // flash_attn.pto:26:20
+                        TASSIGN(tmp3, 101376);  // flash_attn.pto:26:20
+                        TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
+                    }
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
+                        if (!ptodsl_aiv0) {
+                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                            GmView13 s_first_ownGm13(s_first_own + 4096 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                            TLOAD(t23_aiv1, s_first_ownGm13);  // flash_attn.pto:25:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
+                            TASSIGN(tmp4, 101376);  // flash_attn.pto:25:17
+                            TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
+                            pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                            TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                            GmView14 p_first_ownGm14(p_first_own + 4096 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                            TSTORE(p_first_ownGm14, t30_aiv1);  // flash_attn.pto:25:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp5;  // flash_attn.pto:26:20
+                            TASSIGN(tmp5, 101376);  // flash_attn.pto:26:20
+                            TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
+                        }
+                    }
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
+                TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
+                TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
+                TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
+                TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
+                TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
+                TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
+                TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
+                }
+                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                        GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                        TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+                        TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                        GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
+                        TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+                        TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                        GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                        TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
+                    TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
+                    TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
+                    TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
+                    TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+                    TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
+                    if (ptodsl_aiv0) {
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView21 p_first_ownGm21(p_first_own + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv0, p_first_ownGm21);  // flash_attn.pto:29:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
+                    }
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
+                        if (!ptodsl_aiv0) {
+                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView23 p_first_ownGm23(p_first_own + 4096 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TLOAD(t42_aiv1, p_first_ownGm23);  // flash_attn.pto:29:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
+                        }
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64((L + 127) / 128 - 1, -((L + 127) / 128 - 1)), 0), 1); ++_br0) {  // flash_attn.pto:42:9
+                    for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+                        for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                        }
+                    }
+                    TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
+                    TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
+                    TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                    TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
+                    TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                    TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
+                    TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
+                    TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
+                    TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
+                    TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
+                    TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                    TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
+                    TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                    TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
+                    TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                    TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
+                    TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                    TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
+                    TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:25
+                    TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
+                    TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+                    TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
+                    TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:20
+                    TASSIGN(t72_aiv0, 83968);  // flash_attn.pto:44:20
+                    TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+                    TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
+                    if (ptodsl_aiv0) {
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView30 accGm30(acc + _qb0 * 64 * D, GmView30::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv0, accGm30);  // flash_attn.pto:43:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView31 alphaGm31(alpha + _qb0 * 64, GmView31::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv0, alphaGm31);  // flash_attn.pto:43:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp6(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                        TASSIGN(tmp6, 101376);  // flash_attn.pto:43:22
+                        TROWEXPAND(tmp6, t58_aiv0);  // flash_attn.pto:43:22
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                        TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp6);  // flash_attn.pto:43:22
+                    }
+                    wait_flag_dev(7);
+                    if (ptodsl_aiv0) {
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView32 t15_first_ownGm32(t15_first_own, GmView32::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv0, t15_first_ownGm32);  // flash_attn.pto:43:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TADD(t64_aiv0, t60_aiv0, t63_aiv0);  // flash_attn.pto:43:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView33 accGm33(acc + _qb0 * 64 * D, GmView33::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm33, t64_aiv0);  // flash_attn.pto:43:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView34 lGm34(l + _qb0 * 64, GmView34::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv0, lGm34);  // flash_attn.pto:44:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp7(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                        TASSIGN(tmp7, 101376);  // flash_attn.pto:44:25
+                        TROWEXPAND(tmp7, t67_aiv0);  // flash_attn.pto:44:25
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                        TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp7);  // flash_attn.pto:44:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView35 oGm35(o + _qb0 * 64 * D, GmView35::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm35, t72_aiv0);  // flash_attn.pto:44:20
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
+                        if (!ptodsl_aiv0) {
+                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView36 accGm36(acc + (_qb0 * 64 + 32) * D, GmView36::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t57_aiv1, accGm36);  // flash_attn.pto:43:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                            GmView37 alphaGm37(alpha + _qb0 * 64 + 32, GmView37::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                            TLOAD(t58_aiv1, alphaGm37);  // flash_attn.pto:43:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                            TASSIGN(tmp8, 101376);  // flash_attn.pto:43:22
+                            TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
+                            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                            TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
+                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView38 t15_first_ownGm38(t15_first_own + D * 32, GmView38::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t63_aiv1, t15_first_ownGm38);  // flash_attn.pto:43:22
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TADD(t64_aiv1, t60_aiv1, t63_aiv1);  // flash_attn.pto:43:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView39 accGm39(acc + (_qb0 * 64 + 32) * D, GmView39::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:43:22
+                            TSTORE(accGm39, t64_aiv1);  // flash_attn.pto:43:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                            GmView40 lGm40(l + _qb0 * 64 + 32, GmView40::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                            TLOAD(t67_aiv1, lGm40);  // flash_attn.pto:44:25
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                            TASSIGN(tmp9, 101376);  // flash_attn.pto:44:25
+                            TROWEXPAND(tmp9, t67_aiv1);  // flash_attn.pto:44:25
+                            pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                            TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp9);  // flash_attn.pto:44:25
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                            GmView41 oGm41(o + (_qb0 * 64 + 32) * D, GmView41::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:44:20
+                            TSTORE(oGm41, t72_aiv1);  // flash_attn.pto:44:20
+                        }
+                    }
+                }
+            }
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
+        }
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:21
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+            if (ptodsl_aiv0) {
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView43 mGm43(m + _qb0 * 64, GmView43::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv0, mGm43);  // flash_attn.pto:34:21
+            }
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
                 if (!ptodsl_aiv0) {
-                    TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView44 mGm44(m + _qb0 * 64 + 32, GmView44::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(held0_aiv1, mGm44);  // flash_attn.pto:34:21
+                }
+            }
+        }
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 1024);  // flash_attn.pto:37:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+            if (ptodsl_aiv0) {
+                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView45 lGm45(l + _qb0 * 64, GmView45::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv0, lGm45);  // flash_attn.pto:37:20
+            }
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
+                if (!ptodsl_aiv0) {
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView46 lGm46(l + _qb0 * 64 + 32, GmView46::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(held1_aiv1, lGm46);  // flash_attn.pto:37:20
+                }
+            }
+        }
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 2048);  // flash_attn.pto:40:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+            if (ptodsl_aiv0) {
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView47 accGm47(acc + _qb0 * 64 * D, GmView47::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv0, accGm47);  // flash_attn.pto:40:22
+            }
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+                if (!ptodsl_aiv0) {
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView48 accGm48(acc + (_qb0 * 64 + 32) * D, GmView48::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(held2_aiv1, accGm48);  // flash_attn.pto:40:22
+                }
+            }
+        }
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 18432);  // flash_attn.pto:40:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+            if (ptodsl_aiv0) {
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView49 alphaGm49(alpha + _qb0 * 64, GmView49::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv0, alphaGm49);  // flash_attn.pto:40:22
+            }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
+                if (!ptodsl_aiv0) {
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView50 alphaGm50(alpha + _qb0 * 64 + 32, GmView50::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(held3_aiv1, alphaGm50);  // flash_attn.pto:40:22
+                }
+            }
+        }
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag_dev(6);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
+            pipe_barrier(PIPE_V);
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                }
+            }
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 19456);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 35840);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 35840);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag_dev(9);
+            if (ptodsl_aiv0) {
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView55 t0_ownGm55(t0_own, GmView55::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv0, t0_ownGm55);  // flash_attn.pto:22:13
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
+            }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView56 t0_ownGm56(t0_own + 4096, GmView56::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t87_aiv1, t0_ownGm56);  // flash_attn.pto:22:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
+                }
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+            }
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 19456);  // flash_attn.pto:34:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:34:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 20480);  // flash_attn.pto:34:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, ptodsl_aiv1_ub + 20480);  // flash_attn.pto:34:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 21504);  // flash_attn.pto:35:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:35:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 22528);  // flash_attn.pto:35:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 22528);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 52224);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, ptodsl_aiv1_ub + 52224);  // flash_attn.pto:36:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 23552);  // flash_attn.pto:37:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 23552);  // flash_attn.pto:37:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 24576);  // flash_attn.pto:37:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:37:28
+            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv0, 25600);  // flash_attn.pto:39:21
+            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv1, ptodsl_aiv1_ub + 25600);  // flash_attn.pto:39:21
+            TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 68608);  // flash_attn.pto:40:22
+            TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 68608);  // flash_attn.pto:40:22
+            TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 84992);  // flash_attn.pto:40:22
+            TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 84992);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp10;  // flash_attn.pto:34:32
+                TASSIGN(tmp10, 101376);  // flash_attn.pto:34:32
+                TROWMAX(t97_aiv0, t88_aiv0, tmp10);  // flash_attn.pto:34:32
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:34:21
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:35:21
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp11(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
+                TASSIGN(tmp11, 101376);  // flash_attn.pto:36:17
+                TROWEXPAND(tmp11, t104_aiv0);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp11);  // flash_attn.pto:36:17
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:37:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp12;  // flash_attn.pto:37:28
+                TASSIGN(tmp12, 101376);  // flash_attn.pto:37:28
+                TROWSUM(t127_aiv0, t121_aiv0, tmp12);  // flash_attn.pto:37:28
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:37:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TCVT(t140_aiv0, t121_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag_dev(9);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            if (ptodsl_aiv0) {
+                using GmView60 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView60 ptGm60(pt + _qb0 * 64 * 128, GmView60::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm60, t140_aiv0);  // flash_attn.pto:39:21
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp13(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(tmp13, 101376);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp13, held3_aiv0);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp13);  // flash_attn.pto:40:22
+            }
+            wait_flag_dev(10);
+            if (ptodsl_aiv0) {
+                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView61 pv_ownGm61(pv_own, GmView61::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView61::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv0, pv_ownGm61);  // flash_attn.pto:40:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                TADD(held2_aiv0, t145_aiv0, t148_aiv0);  // flash_attn.pto:40:22
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv12) {  // flash_attn.pto:34:32
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp14;  // flash_attn.pto:34:32
+                    TASSIGN(tmp14, 101376);  // flash_attn.pto:34:32
+                    TROWMAX(t97_aiv1, t88_aiv1, tmp14);  // flash_attn.pto:34:32
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:34:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:35:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:35:17
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                    TASSIGN(tmp15, 101376);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp15, t104_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp15);  // flash_attn.pto:36:17
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp16;  // flash_attn.pto:37:28
+                    TASSIGN(tmp16, 101376);  // flash_attn.pto:37:28
+                    TROWSUM(t127_aiv1, t121_aiv1, tmp16);  // flash_attn.pto:37:28
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:38:13
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TCVT(t140_aiv1, t121_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView62 ptGm62(pt + (_qb0 * 64 + 32) * 128, GmView62::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm62, t140_aiv1);  // flash_attn.pto:39:21
+                    TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView63 pv_ownGm63(pv_own + D * 32, GmView63::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t148_aiv1, pv_ownGm63);  // flash_attn.pto:40:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TADD(held2_aiv1, t145_aiv1, t148_aiv1);  // flash_attn.pto:40:22
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
+                }
+            }
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+            if (ptodsl_aiv0) {
+                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView64 alphaGm64(alpha + _qb0 * 64, GmView64::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm64, held3_aiv0);  // flash_attn.pto:41:13
+            }
+            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
+                if (!ptodsl_aiv0) {
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView65 alphaGm65(alpha + _qb0 * 64 + 32, GmView65::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm65, held3_aiv1);  // flash_attn.pto:41:13
+                }
+            }
+        }
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+            if (ptodsl_aiv0) {
+                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView66 accGm66(acc + _qb0 * 64 * D, GmView66::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView66::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm66, held2_aiv0);  // flash_attn.pto:40:22
+            }
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
+                if (!ptodsl_aiv0) {
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView67 accGm67(acc + (_qb0 * 64 + 32) * D, GmView67::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm67, held2_aiv1);  // flash_attn.pto:40:22
+                }
+            }
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+            if (ptodsl_aiv0) {
+                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView68 lGm68(l + _qb0 * 64, GmView68::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm68, held1_aiv0);  // flash_attn.pto:37:20
+            }
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
+                if (!ptodsl_aiv0) {
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView69 lGm69(l + _qb0 * 64 + 32, GmView69::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm69, held1_aiv1);  // flash_attn.pto:37:20
+                }
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+            if (ptodsl_aiv0) {
+                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView70 mGm70(m + _qb0 * 64, GmView70::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm70, held0_aiv0);  // flash_attn.pto:38:13
+            }
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
+                if (!ptodsl_aiv0) {
+                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView71 mGm71(m + _qb0 * 64 + 32, GmView71::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm71, held0_aiv1);  // flash_attn.pto:38:13
+                }
+            }
+        }
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        for (int64_t _br3 = 0; _br3 < min_i64(max_i64((L + 127) / 128 - 1, 0), 1); ++_br3) {  // flash_attn.pto:19:5
+            for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
+                __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+                __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+                for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
+                    }
+                }
+                wait_flag_dev(5);
+                for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
+                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                    TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
+                    TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
+                    if (ptodsl_aiv0) {
+                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView77 t0_last_ownGm77(t0_last_own + _g165 * 128, GmView77::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv0, t0_last_ownGm77);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView78 s_last_ownGm78(s_last_own + _g165 * 128, GmView78::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm78, t167_aiv0);  // flash_attn.pto:22:13
+                    }
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
+                        if (!ptodsl_aiv0) {
+                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView79 t0_last_ownGm79(t0_last_own + 4096 + _g165 * 128, GmView79::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t166_aiv1, t0_last_ownGm79);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView80 s_last_ownGm80(s_last_own + 4096 + _g165 * 128, GmView80::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_last_ownGm80, t167_aiv1);  // flash_attn.pto:22:13
+                        }
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                }
+                TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+                TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
+                TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t176_aiv0, -__builtin_inff());  // flash_attn.pto:34:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv18) {  // flash_attn.pto:34:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t176_aiv1, -__builtin_inff());  // flash_attn.pto:34:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                    TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                    TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                    TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                    TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
+                    TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
+                    TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
+                    TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                    TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
+                    if (ptodsl_aiv0) {
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView84 s_last_ownGm84(s_last_own + _k177 * 128, GmView84::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv0, s_last_ownGm84);  // flash_attn.pto:34:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp18;  // flash_attn.pto:34:32
+                        TASSIGN(tmp18, 101376);  // flash_attn.pto:34:32
+                        TROWMAX(t179_aiv0, t178_aiv0, tmp18);  // flash_attn.pto:34:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
+                    }
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
+                        if (!ptodsl_aiv0) {
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                            GmView85 s_last_ownGm85(s_last_own + 4096 + _k177 * 128, GmView85::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                            TLOAD(t178_aiv1, s_last_ownGm85);  // flash_attn.pto:34:32
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp19;  // flash_attn.pto:34:32
+                            TASSIGN(tmp19, 101376);  // flash_attn.pto:34:32
+                            TROWMAX(t179_aiv1, t178_aiv1, tmp19);  // flash_attn.pto:34:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:34:32
+                        }
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+                TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
+                TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+                TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
+                TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
+                TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
+                TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+                TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
+                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:21
+                TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
+                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+                TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
+                TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:35:17
+                TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
+                TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+                TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
+                TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
+                TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
+                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
+                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView86 mGm86(m + _qb0 * 64, GmView86::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv0, mGm86);  // flash_attn.pto:34:21
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView87 lGm87(l + _qb0 * 64, GmView87::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv0, lGm87);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
+                    if (!ptodsl_aiv0) {
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                        GmView88 mGm88(m + _qb0 * 64 + 32, GmView88::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                        TLOAD(t181_aiv1, mGm88);  // flash_attn.pto:34:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView89 lGm89(l + _qb0 * 64 + 32, GmView89::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TLOAD(t202_aiv1, lGm89);  // flash_attn.pto:37:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                        TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                    TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                    TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                    TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                    TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                    TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                    TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                    TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                    TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
+                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:28
+                    TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                    TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
+                    if (ptodsl_aiv0) {
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView90 s_last_ownGm90(s_last_own + _g192 * 128, GmView90::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv0, s_last_ownGm90);  // flash_attn.pto:36:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp20(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
+                        TASSIGN(tmp20, 101376);  // flash_attn.pto:36:17
+                        TROWEXPAND(tmp20, t183_aiv0);  // flash_attn.pto:36:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                        TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp20);  // flash_attn.pto:36:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView91 p_1_last_ownGm91(p_1_last_own + _g192 * 128, GmView91::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm91, t200_aiv0);  // flash_attn.pto:36:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp21;  // flash_attn.pto:37:28
+                        TASSIGN(tmp21, 101376);  // flash_attn.pto:37:28
+                        TROWSUM(t209_aiv0, t200_aiv0, tmp21);  // flash_attn.pto:37:28
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
+                    }
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
+                        if (!ptodsl_aiv0) {
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                            GmView92 s_last_ownGm92(s_last_own + 4096 + _g192 * 128, GmView92::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                            TLOAD(t193_aiv1, s_last_ownGm92);  // flash_attn.pto:36:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp22(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                            TASSIGN(tmp22, 101376);  // flash_attn.pto:36:17
+                            TROWEXPAND(tmp22, t183_aiv1);  // flash_attn.pto:36:17
+                            pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                            TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp22);  // flash_attn.pto:36:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                            GmView93 p_1_last_ownGm93(p_1_last_own + 4096 + _g192 * 128, GmView93::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                            TSTORE(p_1_last_ownGm93, t200_aiv1);  // flash_attn.pto:36:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp23;  // flash_attn.pto:37:28
+                            TASSIGN(tmp23, 101376);  // flash_attn.pto:37:28
+                            TROWSUM(t209_aiv1, t200_aiv1, tmp23);  // flash_attn.pto:37:28
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
+                TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
+                TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+                TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                    TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView94 lGm94(l + _qb0 * 64, GmView94::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm94, t213_aiv0);  // flash_attn.pto:37:20
+                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView95 mGm95(m + _qb0 * 64, GmView95::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm95, t183_aiv0);  // flash_attn.pto:38:13
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView96 lGm96(l + _qb0 * 64 + 32, GmView96::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TSTORE(lGm96, t213_aiv1);  // flash_attn.pto:37:20
+                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                        GmView97 mGm97(m + _qb0 * 64 + 32, GmView97::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                        TSTORE(mGm97, t183_aiv1);  // flash_attn.pto:38:13
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag_dev(5);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                    TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                    TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
+                    TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t219_aiv0, 21504);  // flash_attn.pto:39:21
+                    TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                    TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
+                    if (ptodsl_aiv0) {
+                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView98 p_1_last_ownGm98(p_1_last_own + _g217 * 128, GmView98::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv0, p_1_last_ownGm98);  // flash_attn.pto:39:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        TCVT(t219_aiv0, t218_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView99 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView99 ptGm99(pt + _qb0 * 64 * 128 + _g217 * 128, GmView99::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm99, t219_aiv0);  // flash_attn.pto:39:21
+                    }
+                    for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
+                        if (!ptodsl_aiv0) {
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView100 p_1_last_ownGm100(p_1_last_own + 4096 + _g217 * 128, GmView100::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TLOAD(t218_aiv1, p_1_last_ownGm100);  // flash_attn.pto:39:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            TCVT(t219_aiv1, t218_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView101 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView101 ptGm101(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView101::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TSTORE(ptGm101, t219_aiv1);  // flash_attn.pto:39:21
+                        }
+                    }
+                }
+                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
+                TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
+                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
+                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
+                TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
+                TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
+                TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
+                TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
+                TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+                TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView102 accGm102(acc + _qb0 * 64 * D, GmView102::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView102::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv0, accGm102);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView103 alphaGm103(alpha + _qb0 * 64, GmView103::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv0, alphaGm103);  // flash_attn.pto:40:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp24(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
+                    TASSIGN(tmp24, 101376);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp24, t222_aiv0);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp24);  // flash_attn.pto:40:22
+                }
+                wait_flag_dev(6);
+                if (ptodsl_aiv0) {
+                    using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView104 pv_last_ownGm104(pv_last_own, GmView104::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView104::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv0, pv_last_ownGm104);  // flash_attn.pto:40:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView105 accGm105(acc + _qb0 * 64 * D, GmView105::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView105::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm105, t228_aiv0);  // flash_attn.pto:40:22
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView106 alphaGm106(alpha + _qb0 * 64, GmView106::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm106, t190_aiv0);  // flash_attn.pto:41:13
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
+                    if (!ptodsl_aiv0) {
+                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView107 accGm107(acc + (_qb0 * 64 + 32) * D, GmView107::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView107::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t221_aiv1, accGm107);  // flash_attn.pto:40:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                        GmView108 alphaGm108(alpha + _qb0 * 64 + 32, GmView108::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                        TLOAD(t222_aiv1, alphaGm108);  // flash_attn.pto:40:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp25(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                        TASSIGN(tmp25, 101376);  // flash_attn.pto:40:22
+                        TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                        TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
+                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView109 pv_last_ownGm109(pv_last_own + D * 32, GmView109::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t227_aiv1, pv_last_ownGm109);  // flash_attn.pto:40:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TADD(t228_aiv1, t224_aiv1, t227_aiv1);  // flash_attn.pto:40:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView110 accGm110(acc + (_qb0 * 64 + 32) * D, GmView110::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView110::Stride(D));  // flash_attn.pto:40:22
+                        TSTORE(accGm110, t228_aiv1);  // flash_attn.pto:40:22
+                    }
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                        GmView111 alphaGm111(alpha + _qb0 * 64 + 32, GmView111::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                        TSTORE(alphaGm111, t190_aiv1);  // flash_attn.pto:41:13
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                    for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                    }
+                }
+                TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
+                TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
+                TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
+                TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
+                TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:43:22
+                TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
+                TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+                TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
+                TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:25
+                TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
+                TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+                TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
+                TileT259Aiv0 t259_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:44:20
+                TASSIGN(t259_aiv0, 87040);  // flash_attn.pto:44:20
+                TileT259Aiv1 t259_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+                TASSIGN(t259_aiv1, ptodsl_aiv1_ub + 87040);  // flash_attn.pto:44:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp26(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
+                    TASSIGN(tmp26, 101376);  // flash_attn.pto:43:22
+                    TROWEXPAND(tmp26, t190_aiv0);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                    TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp26);  // flash_attn.pto:43:22
+                }
+                wait_flag_dev(5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView117 t15_last_ownGm117(t15_last_own, GmView117::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv0, t15_last_ownGm117);  // flash_attn.pto:43:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView118 accGm118(acc + _qb0 * 64 * D, GmView118::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm118, t251_aiv0);  // flash_attn.pto:43:22
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp27(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
+                    TASSIGN(tmp27, 101376);  // flash_attn.pto:44:25
+                    TROWEXPAND(tmp27, t213_aiv0);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                    TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp27);  // flash_attn.pto:44:25
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TCVT(t259_aiv0, t256_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView119 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView119 oGm119(o + _qb0 * 64 * D, GmView119::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm119, t259_aiv0);  // flash_attn.pto:44:20
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv25) {  // flash_attn.pto:43:22
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp28(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                        TASSIGN(tmp28, 101376);  // flash_attn.pto:43:22
+                        TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                        TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
+                        using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView120 t15_last_ownGm120(t15_last_own + D * 32, GmView120::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t250_aiv1, t15_last_ownGm120);  // flash_attn.pto:43:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm121, t251_aiv1);  // flash_attn.pto:43:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                        TASSIGN(tmp29, 101376);  // flash_attn.pto:44:25
+                        TROWEXPAND(tmp29, t213_aiv1);  // flash_attn.pto:44:25
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                        TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp29);  // flash_attn.pto:44:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t259_aiv1, t256_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView122 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView122 oGm122(o + (_qb0 * 64 + 32) * D, GmView122::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm122, t259_aiv1);  // flash_attn.pto:44:20
+                    }
                 }
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag_dev(1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #endif

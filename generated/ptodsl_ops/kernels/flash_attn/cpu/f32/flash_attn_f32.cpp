@@ -12,10 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* vj_first, __gm__ float* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, __gm__ float* t15_first, __gm__ float* o, __gm__ float* t0, __gm__ float* pv, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pv_last, __gm__ float* p_1_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -77,102 +74,45 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:17:13
     std::vector<unsigned char> pt_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:10
     float* pt = reinterpret_cast<float*>(pt_bytes.data());  // flash_attn.pto:18:10
-    std::vector<unsigned char> t0_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_first_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> s_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_first_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> p_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    std::vector<unsigned char> p_first_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
-    std::vector<unsigned char> t15_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    std::vector<unsigned char> t15_first_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     float* t15_first = reinterpret_cast<float*>(t15_first_bytes.data());  // flash_attn.pto:43:36
-    if ((L + 127) / 128 >= 1) {  // flash_attn.pto:19:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
-            float* vj_first = v;  // flash_attn.pto:21:14
-            {  // flash_attn.pto:19:5
-                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-                bool flash_attn_f32_k0_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:19:5
-                    try {
-                        start_launch(poison);  // flash_attn.pto:19:5
-                        flash_attn_f32_k0(k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:19:5
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        flash_attn_f32_k0_block_no_memory = true;
-                    }
-                }
-                if (flash_attn_f32_k0_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            if ((L + 127) / 128 == 1) {  // flash_attn.pto:42:9
-                {  // flash_attn.pto:19:5
-                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-                    bool flash_attn_f32_k1_block_no_memory = false;
-                    #pragma omp parallel for schedule(static)
-                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:19:5
-                        try {
-                            start_launch(poison);  // flash_attn.pto:19:5
-                            flash_attn_f32_k1(vj_first, pt, t15_first, acc, alpha, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:19:5
-#ifdef PTO_CPU_SUBSET
-                        } catch (const pto::cpu::Failure&) {
-#endif
-                        } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                            flash_attn_f32_k1_block_no_memory = true;
-                        }
-                    }
-                    if (flash_attn_f32_k1_block_no_memory) {
-                        throw std::bad_alloc();
-                    }
-#ifdef PTO_CPU_SUBSET
-                    if (pto::cpu::failed()) {
-                        throw pto::cpu::Failure{};
-                    }
-#endif
-                }
-            }
-        }
-    }
-    std::vector<unsigned char> t0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> pv_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    std::vector<unsigned char> pv_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_last_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_last_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> pv_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    std::vector<unsigned char> pv_last_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    std::vector<unsigned char> p_1_last_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
-    std::vector<unsigned char> t15_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    std::vector<unsigned char> t15_last_bytes = workspace((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:43:36
     {  // flash_attn.pto:19:5
-        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-        bool flash_attn_f32_k2_block_no_memory = false;
+        const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+        bool flash_attn_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
-        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:19:5
+        for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:19:5
             try {
                 start_launch(poison);  // flash_attn.pto:19:5
-                flash_attn_f32_k2(q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:19:5
+                flash_attn_f32_k0(k, v, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, t15_first, o, t0, pv, t0_last, s_last, pv_last, p_1_last, t15_last, S, L, D, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
             } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                flash_attn_f32_k2_block_no_memory = true;
+                flash_attn_f32_k0_block_no_memory = true;
             }
         }
-        if (flash_attn_f32_k2_block_no_memory) {
+        if (flash_attn_f32_k0_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET
@@ -180,33 +120,6 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             throw pto::cpu::Failure{};
         }
 #endif
-    }
-    if ((L + 127) / 128 >= 2) {  // flash_attn.pto:19:5
-        {  // flash_attn.pto:19:5
-            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-            bool flash_attn_f32_k3_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:19:5
-                try {
-                    start_launch(poison);  // flash_attn.pto:19:5
-                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, l, p_1_last, acc, alpha, t15_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:19:5
-#ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
-#endif
-                } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                    flash_attn_f32_k3_block_no_memory = true;
-                }
-            }
-            if (flash_attn_f32_k3_block_no_memory) {
-                throw std::bad_alloc();
-            }
-#ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
-#endif
-        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/flash_attn_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f16_k0 on an NPU stream (mixed core).
-extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, half* pt, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, half* pt, float* t15_first, half* o, float* t0, float* pv, float* t0_last, float* s_last, float* pv_last, float* p_1_last, float* t15_last, int64_t S, int64_t L, int64_t D, float scale)
 {
-    flash_attn_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ half*)pt, S, D, L, scale);
+    flash_attn_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ half*)pt, (__gm__ float*)t15_first, (__gm__ half*)o, (__gm__ float*)t0, (__gm__ float*)pv, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ float*)pv_last, (__gm__ float*)p_1_last, (__gm__ float*)t15_last, S, L, D, scale);
 }

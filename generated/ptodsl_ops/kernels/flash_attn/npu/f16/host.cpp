@@ -14,10 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, half* pt, int64_t S, int64_t D, int64_t L, float scale);
-extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* vj_first, half* pt, float* t15_first, float* acc, float* alpha, float* l, half* o, int64_t S, int64_t D, int64_t L);
-extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* k, half* v, float* t0, half* pt, float* pv, float* m, float* l, float* acc, float* alpha, int64_t S, int64_t D, int64_t L, float scale);
-extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, half* pt, float* pv_last, float* m, float* l, float* p_1_last, float* acc, float* alpha, float* t15_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, half* pt, float* t15_first, half* o, float* t0, float* pv, float* t0_last, float* s_last, float* pv_last, float* p_1_last, float* t15_last, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -254,112 +251,70 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:18:10
     }
     half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:18:10
-    DeviceWorkspace t0_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_first_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace s_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace s_first_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace p_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    DeviceWorkspace p_first_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
     if (ptodsl_failed) {  // flash_attn.pto:25:17
         return -1;  // flash_attn.pto:25:17
     }
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
-    DeviceWorkspace t15_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    DeviceWorkspace t15_first_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     if (ptodsl_failed) {  // flash_attn.pto:43:36
         return -1;  // flash_attn.pto:43:36
     }
     float* t15_first = reinterpret_cast<float*>(t15_first_bytes.data());  // flash_attn.pto:43:36
-    if ((L + 127) / 128 >= 1) {  // flash_attn.pto:19:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
-            half* vj_first = v;  // flash_attn.pto:21:14
-            {  // flash_attn.pto:19:5
-                const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
-                if (ptodsl_failed) {  // flash_attn.pto:19:5
-                    return -1;  // flash_attn.pto:19:5
-                }
-                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale);  // flash_attn.pto:19:5
-                if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:19:5
-                    return -1;  // flash_attn.pto:19:5
-                }
-            }
-            if ((L + 127) / 128 == 1) {  // flash_attn.pto:42:9
-                {  // flash_attn.pto:19:5
-                    const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-                    uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
-                    if (ptodsl_failed) {  // flash_attn.pto:19:5
-                        return -1;  // flash_attn.pto:19:5
-                    }
-                    flash_attn_f16_k1_launch(flash_attn_f16_k1_blocks, ptodsl_stream, ffts_1, vj_first, pt, t15_first, acc, alpha, l, o, S, D, L);  // flash_attn.pto:19:5
-                    if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:19:5
-                        return -1;  // flash_attn.pto:19:5
-                    }
-                }
-            }
-        }
-    }
-    DeviceWorkspace t0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace pv_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    DeviceWorkspace pv_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     if (ptodsl_failed) {  // flash_attn.pto:33:18
         return -1;  // flash_attn.pto:33:18
     }
     float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
-    DeviceWorkspace t0_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_last_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace s_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace s_last_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace pv_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    DeviceWorkspace pv_last_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     if (ptodsl_failed) {  // flash_attn.pto:33:18
         return -1;  // flash_attn.pto:33:18
     }
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
-    DeviceWorkspace p_1_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    DeviceWorkspace p_1_last_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
     if (ptodsl_failed) {  // flash_attn.pto:36:17
         return -1;  // flash_attn.pto:36:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
-    DeviceWorkspace t15_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    DeviceWorkspace t15_last_bytes((max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1) * 64 * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     if (ptodsl_failed) {  // flash_attn.pto:43:36
         return -1;  // flash_attn.pto:43:36
     }
     float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:43:36
     {  // flash_attn.pto:19:5
-        const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
+        const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+        uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
         if (ptodsl_failed) {  // flash_attn.pto:19:5
             return -1;  // flash_attn.pto:19:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_2, q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale);  // flash_attn.pto:19:5
-        if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:19:5
+        flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, t15_first, o, t0, pv, t0_last, s_last, pv_last, p_1_last, t15_last, S, L, D, scale);  // flash_attn.pto:19:5
+        if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:19:5
             return -1;  // flash_attn.pto:19:5
-        }
-    }
-    if ((L + 127) / 128 >= 2) {  // flash_attn.pto:19:5
-        {  // flash_attn.pto:19:5
-            const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
-            uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
-            if (ptodsl_failed) {  // flash_attn.pto:19:5
-                return -1;  // flash_attn.pto:19:5
-            }
-            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, pt, pv_last, m, l, p_1_last, acc, alpha, t15_last, o, S, L, D, scale);  // flash_attn.pto:19:5
-            if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:19:5
-                return -1;  // flash_attn.pto:19:5
-            }
         }
     }
     return call.finish();

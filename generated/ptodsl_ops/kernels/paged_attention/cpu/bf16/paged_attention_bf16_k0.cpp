@@ -59,10 +59,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT52 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT53 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT54 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileHeld0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
-    using TileHeld1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
-    using TileHeld2 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileT55 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileT56 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
     using TileT58 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileT60 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT62 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT64 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT66 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -520,10 +520,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
                                     GmView11 sij_valid_firstGm11(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView11::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
                                     TLOAD(t16, sij_valid_firstGm11);  // paged_attention.pto:44:37
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
                                     TASSIGN(t17, 2560);  // paged_attention.pto:44:37
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -544,11 +544,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                 TASSIGN(t34, 512);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -561,10 +561,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
                                     GmView13 sij_scale_first_ownGm13(sij_scale_first_own + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
                                     TLOAD(t25, sij_scale_first_ownGm13);  // paged_attention.pto:47:45
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:41
                                     TASSIGN(t32, 3072);  // paged_attention.pto:47:41
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:47:41
                                     TASSIGN(tmp1, 7168);  // paged_attention.pto:47:41
                                     TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:41
@@ -585,7 +585,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     TADD(t34, t34, t37);  // paged_attention.pto:48:45
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -599,7 +599,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
@@ -608,10 +608,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
                                     GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
                                     TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t43, 2048);  // paged_attention.pto:50:51
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -683,32 +683,18 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView23 oi_update_ownGm23(oi_update_own + _g14 * 16 * 32, GmView23::Shape(t45.GetValidRow()));  // paged_attention.pto:50:44
                                 TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            TileHeld0 held0;  // paged_attention.pto:61:64
-                            TASSIGN(held0, 0);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm24(oi_update + block_index * 16 * 32);  // paged_attention.pto:61:64
-                                TLOAD(held0, oi_updateGm24);  // paged_attention.pto:61:64
-                            }
-                            TileHeld1 held1;  // paged_attention.pto:61:64
-                            TASSIGN(held1, 2048);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm25(sum_update + block_index * 16);  // paged_attention.pto:61:64
-                                TLOAD(held1, sum_updateGm25);  // paged_attention.pto:61:64
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileHeld2 held2;  // paged_attention.pto:61:59
-                            TASSIGN(held2, 2560);  // paged_attention.pto:61:59
-                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
-                                pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_br0) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
@@ -717,48 +703,58 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                     dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // paged_attention.pto:61:29
 #endif
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
+                                TileT55 t55;  // paged_attention.pto:61:64
+                                TASSIGN(t55, 0);  // paged_attention.pto:61:64
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                TileT56 t56;  // paged_attention.pto:61:64
+                                TASSIGN(t56, 2048);  // paged_attention.pto:61:64
+                                GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm25(sum_update_own);  // paged_attention.pto:61:64
+                                TLOAD(t56, sum_update_ownGm25);  // paged_attention.pto:61:64
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58;  // paged_attention.pto:61:64
-                                TASSIGN(t58, 3584);  // paged_attention.pto:61:64
+                                TASSIGN(t58, 2560);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileTmp2 tmp3;  // paged_attention.pto:61:64
                                 TASSIGN(tmp3, 7168);  // paged_attention.pto:61:64
-                                TROWEXPAND(tmp3, held1);  // paged_attention.pto:61:64
+                                TROWEXPAND(tmp3, t56);  // paged_attention.pto:61:64
                                 pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
-                                TROWEXPANDDIV(t58, held0, tmp3);  // paged_attention.pto:61:64
+                                TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
+                                TileT60 t60;  // paged_attention.pto:61:59
+                                TASSIGN(t60, 0);  // paged_attention.pto:61:59
                                 pipe_barrier(PIPE_V);
-                                TCVT(held2, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
+                                TCVT(t60, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
-                                TSTORE(atten_outGm26, held2);  // paged_attention.pto:61:59
+                                TSTORE(atten_outGm26, t60);  // paged_attention.pto:61:59
                             }
                         }
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -3095,11 +3091,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 TSTORE(oi_update_ownGm23, t45);  // paged_attention.pto:50:44
                             }
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                            }
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                            }
-                            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
+                            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_br0) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
@@ -3110,8 +3102,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #endif
                                     return;  // paged_attention.pto:61:29
                                 }
-                            }
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
                             }
                         }
                     }
@@ -4404,10 +4394,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         GmView11 sij_valid_firstGm11(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView11::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
                                         TLOAD(t16, sij_valid_firstGm11);  // paged_attention.pto:44:37
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
                                     TASSIGN(t17, 2560);  // paged_attention.pto:44:37
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
                                     }
@@ -4436,11 +4426,11 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:48:45
                                 TASSIGN(t34, 512);  // paged_attention.pto:48:45
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
                                 }
@@ -4457,10 +4447,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         GmView13 sij_scale_first_ownGm13(sij_scale_first_own + _g14 * 16 * 32 + _g24 * 32, GmView13::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
                                         TLOAD(t25, sij_scale_first_ownGm13);  // paged_attention.pto:47:45
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:41
                                     TASSIGN(t32, 3072);  // paged_attention.pto:47:41
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16));  // paged_attention.pto:47:41
                                         TASSIGN(tmp1, 7168);  // paged_attention.pto:47:41
@@ -4489,7 +4479,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     }
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -4505,7 +4495,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
@@ -4516,10 +4506,10 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                         GmView17 tilda_pij_first_ownGm17(tilda_pij_first_own + _g14 * 16 * 32 + _g41 * 32, GmView17::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
                                         TLOAD(t42, tilda_pij_first_ownGm17);  // paged_attention.pto:50:51
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
                                     TASSIGN(t43, 2048);  // paged_attention.pto:50:51
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (ptodsl_aiv0) {
                                         TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51
                                     }
@@ -4535,37 +4525,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 for (int64_t _k50 = 1; _k50 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
                                 }
                             }
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            TileHeld0 held0;  // paged_attention.pto:61:64
-                            TASSIGN(held0, 0);  // paged_attention.pto:61:64
-                            wait_flag_dev(7);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once0 = 0; _once0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once0) {  // paged_attention.pto:61:64
-                                if (ptodsl_aiv0) {
-                                    GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_updateGm24(oi_update + block_index * 16 * 32);  // paged_attention.pto:61:64
-                                    TLOAD(held0, oi_updateGm24);  // paged_attention.pto:61:64
-                                }
-                            }
-                            TileHeld1 held1;  // paged_attention.pto:61:64
-                            TASSIGN(held1, 2048);  // paged_attention.pto:61:64
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _once1 = 0; _once1 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once1) {  // paged_attention.pto:61:64
-                                if (ptodsl_aiv0) {
-                                    GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm25(sum_update + block_index * 16);  // paged_attention.pto:61:64
-                                    TLOAD(held1, sum_updateGm25);  // paged_attention.pto:61:64
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileHeld2 held2;  // paged_attention.pto:61:59
-                            TASSIGN(held2, 2560);  // paged_attention.pto:61:59
-                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0); ++_br0) {  // paged_attention.pto:59:25
-                                pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag_dev(7);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_br0) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[0] = 9;  // paged_attention.pto:61:29
                                     (&status[4 * block_index])[1] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
@@ -4576,30 +4548,44 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
 #endif
                                     wait_flag_dev(3);  // paged_attention.pto:61:29
                                     wait_flag_dev(4);  // paged_attention.pto:61:29
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // paged_attention.pto:61:29
                                     return;  // paged_attention.pto:61:29
                                 }
+                                TileT55 t55;  // paged_attention.pto:61:64
+                                TASSIGN(t55, 0);  // paged_attention.pto:61:64
+                                if (ptodsl_aiv0) {
+                                    GlobalTensor<float, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> oi_update_ownGm24(oi_update_own);  // paged_attention.pto:61:64
+                                    TLOAD(t55, oi_update_ownGm24);  // paged_attention.pto:61:64
+                                }
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                TileT56 t56;  // paged_attention.pto:61:64
+                                TASSIGN(t56, 2048);  // paged_attention.pto:61:64
+                                if (ptodsl_aiv0) {
+                                    GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_update_ownGm25(sum_update_own);  // paged_attention.pto:61:64
+                                    TLOAD(t56, sum_update_ownGm25);  // paged_attention.pto:61:64
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TileT58 t58;  // paged_attention.pto:61:64
-                                TASSIGN(t58, 3584);  // paged_attention.pto:61:64
+                                TASSIGN(t58, 2560);  // paged_attention.pto:61:64
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     TileTmp2 tmp3;  // paged_attention.pto:61:64
                                     TASSIGN(tmp3, 7168);  // paged_attention.pto:61:64
-                                    TROWEXPAND(tmp3, held1);  // paged_attention.pto:61:64
+                                    TROWEXPAND(tmp3, t56);  // paged_attention.pto:61:64
                                     pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
-                                    TROWEXPANDDIV(t58, held0, tmp3);  // paged_attention.pto:61:64
+                                    TROWEXPANDDIV(t58, t55, tmp3);  // paged_attention.pto:61:64
                                 }
+                                TileT60 t60;  // paged_attention.pto:61:59
+                                TASSIGN(t60, 0);  // paged_attention.pto:61:59
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
-                                    TCVT(held2, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
+                                    TCVT(t60, t58, RoundMode::CAST_RINT);  // paged_attention.pto:61:59
                                 }
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            for (int64_t _once2 = 0; _once2 < min_i64(max_i64(1 - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1, -(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1)), 0), 1); ++_once2) {  // paged_attention.pto:61:59
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     GlobalTensor<bfloat16_t, Shape<1, 1, 1, 16, 32>, Stride<1, 1, 1, 32, 1>> atten_outGm26(atten_out + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32);  // paged_attention.pto:61:59
-                                    TSTORE(atten_outGm26, held2);  // paged_attention.pto:61:59
+                                    TSTORE(atten_outGm26, t60);  // paged_attention.pto:61:59
                                 }
                             }
                         }
@@ -4607,17 +4593,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag_dev(6);
                     wait_flag_dev(5);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);

@@ -587,17 +587,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br0) {  // varlen_attention.pto:41:25
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
                                     TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
@@ -660,13 +650,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     }
                                 }
                             }
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
                                 TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t42, 0);  // varlen_attention.pto:42:35
@@ -680,10 +666,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t44, t43);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                 GmView22 v_tile_view_firstGm22(v_tile_view_first, GmView22::Shape(t45.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:42:35
                                 TLOAD(t45, v_tile_view_firstGm22);  // varlen_attention.pto:42:35
@@ -692,13 +678,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t46, t45);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
@@ -710,10 +696,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t49, t48);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                     TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                     GmView24 v_tile_view_firstGm24(v_tile_view_first + _k47 * 64 * HD, GmView24::Shape(t50.GetValidRow()), GmView24::Stride(HD));  // varlen_attention.pto:42:35
                                     TLOAD(t50, v_tile_view_firstGm24);  // varlen_attention.pto:42:35
@@ -732,9 +718,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView25 oij_first_ownGm25(oij_first_own + _g41 * 64 * 64, GmView25::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
                                 TSTORE(oij_first_ownGm25, t42);  // varlen_attention.pto:42:35
                             }
-                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
@@ -743,13 +726,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -760,13 +739,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
@@ -777,13 +752,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -794,13 +765,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
@@ -811,19 +778,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
                                 TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
                                 TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
@@ -898,15 +861,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(outputGm37, t58_aiv1);  // varlen_attention.pto:45:71
                                 }
                             }
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -922,7 +877,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
+                        for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
                                     TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
@@ -2757,22 +2712,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                        for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
+                        for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br0) {  // varlen_attention.pto:41:25
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
                                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 0), 1); ++_aiv5) {  // varlen_attention.pto:42:47
                                     }
                                 }
                             }
-                            wait_flag_dev(7);
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            wait_flag_dev(8);
+                            wait_flag_dev(6);
                             for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
                                 TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t42, 0);  // varlen_attention.pto:42:35
@@ -2786,10 +2733,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t44, t43);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                 GmView22 v_tile_view_firstGm22(v_tile_view_first, GmView22::Shape(t45.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:42:35
                                 TLOAD(t45, v_tile_view_firstGm22);  // varlen_attention.pto:42:35
@@ -2798,13 +2745,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TMOV(t46, t45);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
@@ -2816,10 +2763,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TMOV(t49, t48);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                     TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
                                     GmView24 v_tile_view_firstGm24(v_tile_view_first + _k47 * 64 * HD, GmView24::Shape(t50.GetValidRow()), GmView24::Stride(HD));  // varlen_attention.pto:42:35
                                     TLOAD(t50, v_tile_view_firstGm24);  // varlen_attention.pto:42:35
@@ -2838,11 +2785,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView25 oij_first_ownGm25(oij_first_own + _g41 * 64 * 64, GmView25::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
                                 TSTORE(oij_first_ownGm25, t42);  // varlen_attention.pto:42:35
                             }
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
@@ -2851,9 +2794,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -2864,9 +2804,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
@@ -2877,9 +2814,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -2890,9 +2824,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
@@ -2903,9 +2834,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
@@ -2913,17 +2841,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                             }
                         }
-                        wait_flag_dev(7);
-                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
+                        for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
                                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 0), 1); ++_aiv7) {  // varlen_attention.pto:47:51
@@ -3858,16 +3782,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
-                            pipe_barrier(PIPE_V);
-                            wait_flag_dev(6);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br0) {  // varlen_attention.pto:41:25
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
                                     TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
@@ -3948,9 +3863,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                             for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                 }
@@ -3963,13 +3877,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag_dev(8);  // varlen_attention.pto:43:29
-                                wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
+                                wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -3980,13 +3892,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
-                                wait_flag_dev(8);  // varlen_attention.pto:43:29
-                                wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
+                                wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
@@ -3997,13 +3907,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag_dev(8);  // varlen_attention.pto:44:29
-                                wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
+                                wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -4014,13 +3922,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
-                                wait_flag_dev(8);  // varlen_attention.pto:44:29
-                                wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
+                                wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
@@ -4031,20 +3937,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
-                                wait_flag_dev(8);  // varlen_attention.pto:45:29
-                                wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag_dev(6);  // varlen_attention.pto:45:29
+                                wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            wait_flag_dev(8);
+                            wait_flag_dev(6);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
                                 TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
                                 TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
@@ -4139,14 +4043,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     }
                                 }
                             }
-                            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
-                        wait_flag_dev(6);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4156,7 +4053,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
+                        for (int64_t _br1 = 0; _br1 < 1 - min_i64(max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0), 1); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
                                     TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
