@@ -133,7 +133,7 @@ class _Partitioner:
         # scalar dtypes the kernels' parameters take: scalar params and runtime reads; dims are i64
         self.scalar_dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
         self.scalar_dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
-        self.place = Placement(func, lambda body: sum(cycles(o, ctx.target) for o in body) <= bound)
+        self.place = Placement(func, lambda body: self.cost(body) <= bound)
         # value -> the ops using it, to find the views a kernel defines that ops outside it use
         self.users: dict[str, set[int]] = {}
         for o in func.walk():
@@ -255,14 +255,8 @@ class _Partitioner:
         """Warn of a row block loop whose body passes the cycle budget: it runs as one kernel all
         the same, since its row blocks, its kernel's blocks, are the point of the interchange and a
         kernel per iteration would launch one per row block (``passes/persistent.py``)."""
-        if loop.attrs.get("rows_interchanged") != 1:
-            return
-        total = sum(cycles(o, self.ctx.target) for o in loop.regions[0])
-        if total > self.bound:
-            self.ctx.diags.warning(
-                "W0610", f"a compute kernel is estimated at {total} cycles, over cycle_upper_bound "
-                f"{self.bound}, and runs its row blocks as one kernel all the same", loop.span,
-                help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
+        if loop.attrs.get("rows_interchanged") == 1:
+            self.warn_over_budget(loop.regions[0], loop.span, "runs its row blocks as one kernel all the same")
 
     def compiles(self, ops: list[Op], kind: str | None = None) -> bool:
         """Whether the kernel made of (a copy of) ``ops`` plans and synchronises. The stack frame
@@ -296,13 +290,21 @@ class _Partitioner:
         if current:
             chunks.append(current)
         for chunk in chunks:
-            total = sum(cycles(o, target) for o in chunk)
-            if total > self.bound:
-                self.ctx.diags.warning(
-                    "W0610", f"a compute kernel is estimated at {total} cycles, over cycle_upper_bound "
-                    f"{self.bound}, and has no point where it can be cut", chunk[0].span,
-                    help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
+            self.warn_over_budget(chunk, chunk[0].span, "has no point where it can be cut")
         return chunks
+
+    def cost(self, ops: list[Op]) -> int:
+        """The cycle estimate ``cycle_upper_bound`` bounds (``persistent.cycles``)."""
+        return sum(cycles(o, self.ctx.target) for o in ops)
+
+    def warn_over_budget(self, ops: list[Op], span, how: str) -> None:
+        """W0610 where the kernel running ``ops`` is over the cycle budget and is kept whole (``how``)."""
+        total = self.cost(ops)
+        if total > self.bound:
+            self.ctx.diags.warning(
+                "W0610", f"a compute kernel is estimated at {total} cycles, over cycle_upper_bound "
+                f"{self.bound}, and {how}", span,
+                help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
 
     def kernel(self, ops: list[Op], kind: str | None = None) -> list[Op]:
         """The compute kernel running ``ops`` (of ``kind``, by default their one kind); returns what
