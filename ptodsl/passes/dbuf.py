@@ -2,8 +2,8 @@
 grid loop.
 
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
-Produces: in each compute kernel, vector or cube, every innermost grid loop whose body loads from
-GM and does other work runs its iterations in pairs (a cube kernel's K loop: the next A and B tiles
+Produces: in each compute kernel, vector, cube or mixed, every innermost grid loop whose body loads
+from GM and does other work runs its iterations in pairs (a cube kernel's K loop: the next A and B tiles
 load while the cube multiplies this step's; or its output tiles, where each is one K step) (a
 perfect nest of grid loops, each body just the next loop, is first flattened into one loop over
 all its tiles, innermost index fastest): a loop of
@@ -14,7 +14,9 @@ shared, the sync pass sees no dependency between the copies, so loading one copy
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
 
-A cube step (a body with L1 tiles) is buffered deeper: ``DEEP`` copies, each with its own L1
+A cube step (a body with L1 tiles, in a cube kernel or in a mixed one: ffn's second product over
+a row block loads its K steps ahead while the vector cores work out the activation) is buffered
+deeper: ``DEEP`` copies, each with its own L1
 tiles (``buffer = c``) while its L0 tiles alternate between two sets (``buffer = c % 2``: L0A holds
 two steps' A tiles, not more). The loads then run up to ``DEEP`` steps ahead of the cube, which is
 what keeps MTE2, the pipe that bounds a matmul, busy across the end of an output tile: the first
@@ -158,10 +160,10 @@ def doubled(loop: Op, ranges: Ranges, depth: int = 2) -> Op:
 
 
 def _depths(func: Func, loop: Op, ranges: Ranges) -> tuple[int, ...]:
-    """The buffer counts to try for ``loop``, most first: a cube kernel's step that loads into L1
+    """The buffer counts to try for ``loop``, most first: a cube (or mixed) kernel's step that loads into L1
     tries ``DEEP`` sets of L1 tiles (module docstring), but no more than a known trip count (ffn's
     second product has three k steps after its first), everything else two."""
-    if func.kind == "cube" and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
+    if func.kind in ("cube", "mixed") and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
                                    for o in loop.walk()):
         trips = _trips(loop, ranges)
         most = min(DEEP, max(int(trips), 2)) if sym.is_const(trips) else DEEP
@@ -175,7 +177,7 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
     more event ids than the target has, make the last one a set shallower, down to two, then undo
     it. A perfect nest is flattened first, so its iterations pair up across rows too (a row of one
     tile still overlaps with the next row)."""
-    if func.kind not in ("vector", "cube"):
+    if func.kind not in ("vector", "cube", "mixed"):
         return
     # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is
     ranges: Ranges = {

@@ -172,3 +172,38 @@ def test_a_cube_step_of_few_known_trips_keeps_no_more_sets_than_it_has_steps(wri
     depths = {o.attrs["name"]: o.attrs["double_buffered"] for o in c.stages["block"].walk()
               if o.name == "loop" and "double_buffered" in o.attrs and o.attrs["name"].startswith("_k")}
     assert depths and all(d == 3 for d in depths.values()), depths
+
+
+def _ffn(tmp_path: Path, double: bool) -> ptodsl.Operator:
+    """specs/ffn, one mixed kernel over row blocks, with double buffering on or off; its cases and
+    one of several row blocks per core (a partial last one)."""
+    specs = Path(__file__).resolve().parents[2] / "specs"
+    folder = tmp_path / str(double)
+    folder.mkdir()
+    for name in ("ffn.pto", "refs.py"):
+        (folder / name).write_text((specs / name).read_text())
+    text = (specs / "ffn.yaml").read_text()
+    library = "pass_options: {row_interchange: true}"
+    assert library in text
+    text = text.replace(library, f"pass_options: {{row_interchange: true, double_buffer: {str(double).lower()}}}")
+    text = text.replace("bench:", "  - {shapes: {B: 1000}, scalars: {act: 0}, data_range: [-1.0, 1.0], "
+                        "name: row-blocks}\nbench:", 1)
+    (folder / "ffn.yaml").write_text(text)
+    return ptodsl.load(str(folder / "ffn.yaml"))
+
+
+def test_a_mixed_kernel_buffers_its_cube_steps_too(tmp_path):
+    """A mixed kernel (ffn's row blocks: both products on the cube, the activation on the vector
+    cores) double-buffers its cube loops as a cube kernel does: the second product's K steps load
+    ahead of the cube, in L1 tiles apart, and the whole computes what the single-buffered one does."""
+    doubled, single = _ffn(tmp_path, True), _ffn(tmp_path, False)
+    assert not _doubled_loops(single)
+    mixed = [f for f in doubled.compiled.stages["block"].funcs if f.kind == "mixed"]
+    assert len(mixed) == 1
+    loops = [o for o in mixed[0].walk() if o.name == "loop" and "double_buffered" in o.attrs]
+    assert any(loop.attrs["double_buffered"] > 2 for loop in loops)
+    for loop in loops:
+        l1 = [(a.attrs["offset"], a.attrs["offset"] + a.attrs["bytes"]) for a in _allocs(loop)
+              if a.result.type.space == "l1"]
+        assert all(hi0 <= lo1 or hi1 <= lo0 for n, (lo0, hi0) in enumerate(l1) for lo1, hi1 in l1[n + 1:])
+    assert _estimate(doubled) < 0.97 * _estimate(single)

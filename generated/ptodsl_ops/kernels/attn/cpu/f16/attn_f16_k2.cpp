@@ -44,10 +44,18 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT68E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT70E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT72E = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT70EB0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71EB0 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72EB0 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73EB0 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT70EB1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71EB1 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72EB1 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73EB1 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT70EB2 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71EB2 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72EB2 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73EB2 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT76EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -326,48 +334,110 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 128, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 3) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT72E t72_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
+                        TMOV(t71_e_b0, t70_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 128, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 3) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_e_b0, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73E t73_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
+                        TMOV(t73_e_b0, t72_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t64_e, t64_e, t71_e_b0, t73_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_e_b1, 49152);  // online_softmax_attn.pto:10:13
+                            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_e_b1, qGm4);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_e_b1, t70_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_e_b1, 65536);  // online_softmax_attn.pto:10:13
+                            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_e_b1, kj_u2c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_e_b1, t72_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_e, t64_e, t71_e_b1, t73_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
+                            TileT70EB2 t70_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_e_b2, 81920);  // online_softmax_attn.pto:10:13
+                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView6 qGm6(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView6::Shape(t70_e_b2.GetValidRow(), t70_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_e_b2, qGm6);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71EB2 t71_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_e_b2, t70_e_b2);  // online_softmax_attn.pto:10:13
+                            TileT72EB2 t72_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_e_b2, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView7 kj_u2c0_sk0_eGm7(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView7::Shape(t72_e_b2.GetValidRow(), t72_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_e_b2, kj_u2c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73EB2 t73_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_e_b2, t72_e_b2);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_e, t64_e, t71_e_b2, t73_e_b2);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 t0_u2c0Gm8(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView8::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm8, t64_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -433,9 +503,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT120EAiv1 t120_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t120_e_aiv1, ptodsl_aiv1_ub + 63488);  // online_softmax_attn.pto:21:43
                 TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView9 t0_u2c0Gm9(t0_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_e_aiv0, t0_u2c0Gm9);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
@@ -446,9 +516,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_e_aiv0, mGm6);  // online_softmax_attn.pto:17:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_e_aiv0, mGm10);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -463,9 +533,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                 TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_e_aiv0, lGm7);  // online_softmax_attn.pto:20:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_e_aiv0, lGm11);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -483,27 +553,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm8, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb2 * 64, GmView12::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm12, t116_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TCVT(t120_e_aiv0, t103_e_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView9 t14_u2c0Gm9(t14_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t120_e_aiv0.GetValidRow(), t120_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c0Gm9, t120_e_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView13 t14_u2c0Gm13(t14_u2c0 + _qb2 * 64 * 128, GmView13::Shape(t120_e_aiv0.GetValidRow(), t120_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0Gm13, t120_e_aiv0);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm10, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView14 mGm14(m + _qb2 * 64, GmView14::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm14, t86_e_aiv0);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView11 t0_u2c0Gm11(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView11::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_e_aiv1, t0_u2c0Gm11);  // online_softmax_attn.pto:10:13
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView15 t0_u2c0Gm15(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv1, t0_u2c0Gm15);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -513,9 +583,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp3);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView12 mGm12(m + _qb2 * 64 + 32, GmView12::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv1, mGm12);  // online_softmax_attn.pto:17:21
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv1, mGm16);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -530,9 +600,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView13 lGm13(l + _qb2 * 64 + 32, GmView13::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv1, lGm13);  // online_softmax_attn.pto:20:20
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView17 lGm17(l + _qb2 * 64 + 32, GmView17::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv1, lGm17);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -550,28 +620,28 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView14 lGm14(l + _qb2 * 64 + 32, GmView14::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm14, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     TCVT(t120_e_aiv1, t103_e_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView15 t14_u2c0Gm15(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t120_e_aiv1.GetValidRow(), t120_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm15, t120_e_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm16, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 t14_u2c0Gm19(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView19::Shape(t120_e_aiv1.GetValidRow(), t120_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm19, t120_e_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView20 mGm20(m + _qb2 * 64 + 32, GmView20::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm20, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView17 qGm17(q + _qb2 * 64 * D, GmView17::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_e, qGm17);  // online_softmax_attn.pto:10:13
+                using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView21 qGm21(q + _qb2 * 64 * D, GmView21::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm21);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -586,9 +656,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView18 kj_u2c1_sk1_eGm18(kj_u2c1_sk1_e + _g147 * 64 * D, GmView18::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm18);  // online_softmax_attn.pto:10:13
+                    using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D, GmView22::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -612,9 +682,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView19 qGm19(q + _qb2 * 64 * D + _k153 * 128, GmView19::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm19);  // online_softmax_attn.pto:10:13
+                        using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView23 qGm23(q + _qb2 * 64 * D + _k153 * 128, GmView23::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm23);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
@@ -625,9 +695,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView20::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
+                        using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView24::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
@@ -645,9 +715,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView21 t0_u2c1Gm21(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView21::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1Gm21, t148_e);  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 t0_u2c1Gm25(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView25::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm25, t148_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -704,9 +774,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView22 t0_u2c1Gm22(t0_u2c1 + _qb2 * 64 * 128, GmView22::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t160_e_aiv0, t0_u2c1Gm22);  // online_softmax_attn.pto:10:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView26 t0_u2c1Gm26(t0_u2c1 + _qb2 * 64 * 128, GmView26::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_e_aiv0, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -743,28 +813,28 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView23 lGm23(l + _qb2 * 64, GmView23::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm23, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView27 lGm27(l + _qb2 * 64, GmView27::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm27, t200_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TCVT(t204_e_aiv0, t187_e_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView24 t14_u2c1Gm24(t14_u2c1 + _qb2 * 64 * 128, GmView24::Shape(t204_e_aiv0.GetValidRow(), t204_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c1Gm24, t204_e_aiv0);  // online_softmax_attn.pto:21:43
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView25 mGm25(m + _qb2 * 64, GmView25::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm25, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView28 t14_u2c1Gm28(t14_u2c1 + _qb2 * 64 * 128, GmView28::Shape(t204_e_aiv0.GetValidRow(), t204_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1Gm28, t204_e_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView29 mGm29(m + _qb2 * 64, GmView29::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm29, t170_e_aiv0);  // online_softmax_attn.pto:22:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView26 t0_u2c1Gm26(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView26::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_e_aiv1, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView30 t0_u2c1Gm30(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView30::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_e_aiv1, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -799,19 +869,19 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm27, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView31 lGm31(l + _qb2 * 64 + 32, GmView31::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm31, t200_e_aiv1);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     TCVT(t204_e_aiv1, t187_e_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t14_u2c1Gm28(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView28::Shape(t204_e_aiv1.GetValidRow(), t204_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1Gm28, t204_e_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm29, t170_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView32 t14_u2c1Gm32(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView32::Shape(t204_e_aiv1.GetValidRow(), t204_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm32, t204_e_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView33 mGm33(m + _qb2 * 64 + 32, GmView33::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm33, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -834,9 +904,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u2c0_twinGm30(t14_u2c0_twin + _qb2 * 64 * 128, GmView30::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124_e, t14_u2c0_twinGm30);  // online_softmax_attn.pto:21:36
+                using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView34 t14_u2c0_twinGm34(t14_u2c0_twin + _qb2 * 64 * 128, GmView34::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm34);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -853,9 +923,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 vj_u2c0_sk2_eGm31(vj_u2c0_sk2_e + _g122 * 64, GmView31::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t126_e, vj_u2c0_sk2_eGm31);  // online_softmax_attn.pto:21:36
+                    using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView35 vj_u2c0_sk2_eGm35(vj_u2c0_sk2_e + _g122 * 64, GmView35::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm35);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
@@ -872,9 +942,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView32 t14_u2c0_twinGm32(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView32::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t129_e, t14_u2c0_twinGm32);  // online_softmax_attn.pto:21:36
+                        using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView36 t14_u2c0_twinGm36(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView36::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm36);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
@@ -884,9 +954,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 vj_u2c0_sk2_eGm33(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView33::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t131_e, vj_u2c0_sk2_eGm33);  // online_softmax_attn.pto:21:36
+                        using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView37 vj_u2c0_sk2_eGm37(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView37::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm37);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
@@ -900,9 +970,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 t13_u2c0_twinGm34(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView34::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c0_twinGm34, t123_e);  // online_softmax_attn.pto:21:36
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView38 t13_u2c0_twinGm38(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView38::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm38, t123_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -937,9 +1007,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t143_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView35 accGm35(acc + _qb2 * 64 * D + _g134 * 128, GmView35::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t135_e_aiv0, accGm35);  // online_softmax_attn.pto:21:22
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView39 accGm39(acc + _qb2 * 64 * D + _g134 * 128, GmView39::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t135_e_aiv0, accGm39);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -950,9 +1020,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 t13_u2c0_twinGm36(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView36::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_e_aiv0, t13_u2c0_twinGm36);  // online_softmax_attn.pto:21:22
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView40 t13_u2c0_twinGm40(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView40::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_e_aiv0, t13_u2c0_twinGm40);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -962,18 +1032,18 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 accGm37(acc + _qb2 * 64 * D + _g134 * 128, GmView37::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm37, t143_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView41 accGm41(acc + _qb2 * 64 * D + _g134 * 128, GmView41::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm41, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:21:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView38::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_e_aiv1, accGm38);  // online_softmax_attn.pto:21:22
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView42 accGm42(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView42::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv1, accGm42);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -982,9 +1052,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 t13_u2c0_twinGm39(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView39::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_e_aiv1, t13_u2c0_twinGm39);  // online_softmax_attn.pto:21:22
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView43 t13_u2c0_twinGm43(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView43::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv1, t13_u2c0_twinGm43);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -992,9 +1062,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 accGm40(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView40::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm40, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView44 accGm44(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView44::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm44, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1012,9 +1082,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView41 t14_u2c1_twinGm41(t14_u2c1_twin + _qb2 * 64 * 128, GmView41::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208_e, t14_u2c1_twinGm41);  // online_softmax_attn.pto:21:36
+                using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView45 t14_u2c1_twinGm45(t14_u2c1_twin + _qb2 * 64 * 128, GmView45::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm45);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1033,9 +1103,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView42 vj_u2c1_sk3_eGm42(vj_u2c1_sk3_e + _g206 * 64, GmView42::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t210_e, vj_u2c1_sk3_eGm42);  // online_softmax_attn.pto:21:36
+                    using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView46 vj_u2c1_sk3_eGm46(vj_u2c1_sk3_e + _g206 * 64, GmView46::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm46);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
@@ -1052,9 +1122,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView43 t14_u2c1_twinGm43(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView43::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t213_e, t14_u2c1_twinGm43);  // online_softmax_attn.pto:21:36
+                        using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView47 t14_u2c1_twinGm47(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView47::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm47);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
@@ -1064,9 +1134,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView44 vj_u2c1_sk3_eGm44(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView44::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t215_e, vj_u2c1_sk3_eGm44);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 vj_u2c1_sk3_eGm48(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView48::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm48);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
@@ -1080,9 +1150,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView45 t13_u2c1_twinGm45(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView45::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c1_twinGm45, t207_e);  // online_softmax_attn.pto:21:36
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView49 t13_u2c1_twinGm49(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView49::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm49, t207_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1118,9 +1188,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t227_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView46 accGm46(acc + _qb2 * 64 * D + _g218 * 128, GmView46::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t219_e_aiv0, accGm46);  // online_softmax_attn.pto:21:22
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView50 accGm50(acc + _qb2 * 64 * D + _g218 * 128, GmView50::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t219_e_aiv0, accGm50);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1131,9 +1201,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView47 t13_u2c1_twinGm47(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView47::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_e_aiv0, t13_u2c1_twinGm47);  // online_softmax_attn.pto:21:22
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView51 t13_u2c1_twinGm51(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView51::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_e_aiv0, t13_u2c1_twinGm51);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1143,18 +1213,18 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView48 accGm48(acc + _qb2 * 64 * D + _g218 * 128, GmView48::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm48, t227_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView52 accGm52(acc + _qb2 * 64 * D + _g218 * 128, GmView52::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm52, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:21:22
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView49 accGm49(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView49::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_e_aiv1, accGm49);  // online_softmax_attn.pto:21:22
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView53 accGm53(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView53::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv1, accGm53);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1163,9 +1233,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView50 t13_u2c1_twinGm50(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView50::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_e_aiv1, t13_u2c1_twinGm50);  // online_softmax_attn.pto:21:22
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView54 t13_u2c1_twinGm54(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView54::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv1, t13_u2c1_twinGm54);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1173,9 +1243,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView51 accGm51(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView51::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm51, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView55 accGm55(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView55::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm55, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1210,9 +1280,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                using GmView52 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView52 qGm52(q + _qb2 * 64 * D, GmView52::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65_o, qGm52);  // online_softmax_attn.pto:10:13
+                using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView56 qGm56(q + _qb2 * 64 * D, GmView56::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_o, qGm56);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1225,9 +1295,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView53 kj_u2c0_sk0_oGm53(kj_u2c0_sk0_o + _g63 * 64 * D, GmView53::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t67_o, kj_u2c0_sk0_oGm53);  // online_softmax_attn.pto:10:13
+                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView57 kj_u2c0_sk0_oGm57(kj_u2c0_sk0_o + _g63 * 64 * D, GmView57::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView57::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm57);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1251,9 +1321,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView54 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView54 qGm54(q + _qb2 * 64 * D + _k69 * 128, GmView54::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm54);  // online_softmax_attn.pto:10:13
+                        using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView58 qGm58(q + _qb2 * 64 * D + _k69 * 128, GmView58::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm58);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
@@ -1264,9 +1334,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView55 kj_u2c0_sk0_oGm55(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView55::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm55);  // online_softmax_attn.pto:10:13
+                        using GmView59 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView59::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
@@ -1284,9 +1354,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView56 t0_u2c0_twinGm56(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView56::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm56, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView60 t0_u2c0_twinGm60(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView60::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm60, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1352,9 +1422,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT120OAiv1 t120_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t120_o_aiv1, ptodsl_aiv1_ub + 63488);  // online_softmax_attn.pto:21:43
                 TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView57 t0_u2c0_twinGm57(t0_u2c0_twin + _qb2 * 64 * 128, GmView57::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t76_o_aiv0, t0_u2c0_twinGm57);  // online_softmax_attn.pto:10:13
+                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView61 t0_u2c0_twinGm61(t0_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_o_aiv0, t0_u2c0_twinGm61);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
@@ -1365,9 +1435,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView58 mGm58(m + _qb2 * 64, GmView58::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_o_aiv0, mGm58);  // online_softmax_attn.pto:17:21
+                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_o_aiv0, mGm62);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1382,9 +1452,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                 TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView59 lGm59(l + _qb2 * 64, GmView59::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_o_aiv0, lGm59);  // online_softmax_attn.pto:20:20
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView63 lGm63(l + _qb2 * 64, GmView63::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_o_aiv0, lGm63);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1402,27 +1472,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView60 lGm60(l + _qb2 * 64, GmView60::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm60, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView64 lGm64(l + _qb2 * 64, GmView64::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm64, t116_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TCVT(t120_o_aiv0, t103_o_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView61 t14_u2c0_twinGm61(t14_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t120_o_aiv0.GetValidRow(), t120_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c0_twinGm61, t120_o_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView65 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView65 t14_u2c0_twinGm65(t14_u2c0_twin + _qb2 * 64 * 128, GmView65::Shape(t120_o_aiv0.GetValidRow(), t120_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0_twinGm65, t120_o_aiv0);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm62, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm66, t86_o_aiv0);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView63::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_o_aiv1, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView67 t0_u2c0_twinGm67(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv1, t0_u2c0_twinGm67);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -1432,9 +1502,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp19);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView64 mGm64(m + _qb2 * 64 + 32, GmView64::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv1, mGm64);  // online_softmax_attn.pto:17:21
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv1, mGm68);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1449,9 +1519,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView65 lGm65(l + _qb2 * 64 + 32, GmView65::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv1, lGm65);  // online_softmax_attn.pto:20:20
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView69 lGm69(l + _qb2 * 64 + 32, GmView69::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv1, lGm69);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1469,28 +1539,28 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView66 lGm66(l + _qb2 * 64 + 32, GmView66::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm66, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView70 lGm70(l + _qb2 * 64 + 32, GmView70::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm70, t116_o_aiv1);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     TCVT(t120_o_aiv1, t103_o_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView67 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t120_o_aiv1.GetValidRow(), t120_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0_twinGm67, t120_o_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm68, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView71 t14_u2c0_twinGm71(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView71::Shape(t120_o_aiv1.GetValidRow(), t120_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm71, t120_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView72 mGm72(m + _qb2 * 64 + 32, GmView72::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm72, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView69 qGm69(q + _qb2 * 64 * D, GmView69::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_o, qGm69);  // online_softmax_attn.pto:10:13
+                using GmView73 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView73 qGm73(q + _qb2 * 64 * D, GmView73::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm73);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1505,9 +1575,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView70 kj_u2c1_sk1_oGm70(kj_u2c1_sk1_o + _g147 * 64 * D, GmView70::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm70);  // online_softmax_attn.pto:10:13
+                    using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView74 kj_u2c1_sk1_oGm74(kj_u2c1_sk1_o + _g147 * 64 * D, GmView74::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm74);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1531,9 +1601,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView71 qGm71(q + _qb2 * 64 * D + _k153 * 128, GmView71::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm71);  // online_softmax_attn.pto:10:13
+                        using GmView75 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView75 qGm75(q + _qb2 * 64 * D + _k153 * 128, GmView75::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm75);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
@@ -1544,9 +1614,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView72 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView72 kj_u2c1_sk1_oGm72(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView72::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm72);  // online_softmax_attn.pto:10:13
+                        using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView76::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
@@ -1564,9 +1634,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView73 t0_u2c1_twinGm73(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView73::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm73, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView77 t0_u2c1_twinGm77(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView77::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm77, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1623,9 +1693,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView74 t0_u2c1_twinGm74(t0_u2c1_twin + _qb2 * 64 * 128, GmView74::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t160_o_aiv0, t0_u2c1_twinGm74);  // online_softmax_attn.pto:10:13
+                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + _qb2 * 64 * 128, GmView78::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_o_aiv0, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1662,28 +1732,28 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView75 lGm75(l + _qb2 * 64, GmView75::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm75, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView79 lGm79(l + _qb2 * 64, GmView79::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm79, t200_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TCVT(t204_o_aiv0, t187_o_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView76 t14_u2c1_twinGm76(t14_u2c1_twin + _qb2 * 64 * 128, GmView76::Shape(t204_o_aiv0.GetValidRow(), t204_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c1_twinGm76, t204_o_aiv0);  // online_softmax_attn.pto:21:43
-                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm77, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + _qb2 * 64 * 128, GmView80::Shape(t204_o_aiv0.GetValidRow(), t204_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1_twinGm80, t204_o_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView81 mGm81(m + _qb2 * 64, GmView81::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm81, t170_o_aiv0);  // online_softmax_attn.pto:22:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView78::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_o_aiv1, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView82::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv1, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -1718,19 +1788,19 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView79 lGm79(l + _qb2 * 64 + 32, GmView79::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm79, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView83 lGm83(l + _qb2 * 64 + 32, GmView83::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm83, t200_o_aiv1);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     TCVT(t204_o_aiv1, t187_o_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView80::Shape(t204_o_aiv1.GetValidRow(), t204_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1_twinGm80, t204_o_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView81 mGm81(m + _qb2 * 64 + 32, GmView81::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm81, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView84 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView84::Shape(t204_o_aiv1.GetValidRow(), t204_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm84, t204_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView85 mGm85(m + _qb2 * 64 + 32, GmView85::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm85, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1754,9 +1824,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView82 t14_u2c0Gm82(t14_u2c0 + _qb2 * 64 * 128, GmView82::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm82);  // online_softmax_attn.pto:21:36
+                    using GmView86 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView86 t14_u2c0Gm86(t14_u2c0 + _qb2 * 64 * 128, GmView86::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm86);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1773,9 +1843,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView83 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView83 vj_u2c0_sk2_oGm83(vj_u2c0_sk2_o + _g122 * 64, GmView83::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm83);  // online_softmax_attn.pto:21:36
+                        using GmView87 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView87 vj_u2c0_sk2_oGm87(vj_u2c0_sk2_o + _g122 * 64, GmView87::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm87);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -1792,9 +1862,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView84 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView84 t14_u2c0Gm84(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView84::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm84);  // online_softmax_attn.pto:21:36
+                            using GmView88 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView88 t14_u2c0Gm88(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView88::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm88);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -1804,9 +1874,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView85 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView85 vj_u2c0_sk2_oGm85(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView85::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm85);  // online_softmax_attn.pto:21:36
+                            using GmView89 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView89 vj_u2c0_sk2_oGm89(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView89::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm89);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -1820,9 +1890,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView86 t13_u2c0Gm86(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView86::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm86, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView90 t13_u2c0Gm90(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView90::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm90, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1857,9 +1927,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView87 accGm87(acc + _qb2 * 64 * D + _g134 * 128, GmView87::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_o_aiv0, accGm87);  // online_softmax_attn.pto:21:22
+                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView91 accGm91(acc + _qb2 * 64 * D + _g134 * 128, GmView91::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_o_aiv0, accGm91);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1870,9 +1940,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView88 t13_u2c0Gm88(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView88::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView88::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_o_aiv0, t13_u2c0Gm88);  // online_softmax_attn.pto:21:22
+                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView92 t13_u2c0Gm92(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView92::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_o_aiv0, t13_u2c0Gm92);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1882,18 +1952,18 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView89 accGm89(acc + _qb2 * 64 * D + _g134 * 128, GmView89::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm89, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView93 accGm93(acc + _qb2 * 64 * D + _g134 * 128, GmView93::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm93, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView90 accGm90(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView90::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv1, accGm90);  // online_softmax_attn.pto:21:22
+                            using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView94 accGm94(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView94::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv1, accGm94);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1902,9 +1972,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView91 t13_u2c0Gm91(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView91::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv1, t13_u2c0Gm91);  // online_softmax_attn.pto:21:22
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView95 t13_u2c0Gm95(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView95::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv1, t13_u2c0Gm95);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1912,9 +1982,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView92 accGm92(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView92::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm92, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView96 accGm96(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView96::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm96, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1932,9 +2002,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView93 t14_u2c1Gm93(t14_u2c1 + _qb2 * 64 * 128, GmView93::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm93);  // online_softmax_attn.pto:21:36
+                    using GmView97 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView97 t14_u2c1Gm97(t14_u2c1 + _qb2 * 64 * 128, GmView97::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm97);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1953,9 +2023,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView94 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView94 vj_u2c1_sk3_oGm94(vj_u2c1_sk3_o + _g206 * 64, GmView94::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm94);  // online_softmax_attn.pto:21:36
+                        using GmView98 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView98 vj_u2c1_sk3_oGm98(vj_u2c1_sk3_o + _g206 * 64, GmView98::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm98);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -1972,9 +2042,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView95 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView95 t14_u2c1Gm95(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView95::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm95);  // online_softmax_attn.pto:21:36
+                            using GmView99 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView99 t14_u2c1Gm99(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView99::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm99);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -1984,9 +2054,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView96 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView96 vj_u2c1_sk3_oGm96(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView96::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm96);  // online_softmax_attn.pto:21:36
+                            using GmView100 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView100 vj_u2c1_sk3_oGm100(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView100::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm100);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -2000,9 +2070,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView97 t13_u2c1Gm97(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView97::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm97, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView101 t13_u2c1Gm101(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView101::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm101, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2038,9 +2108,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView98 accGm98(acc + _qb2 * 64 * D + _g218 * 128, GmView98::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_o_aiv0, accGm98);  // online_softmax_attn.pto:21:22
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView102 accGm102(acc + _qb2 * 64 * D + _g218 * 128, GmView102::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_o_aiv0, accGm102);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2051,9 +2121,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView99 t13_u2c1Gm99(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView99::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_o_aiv0, t13_u2c1Gm99);  // online_softmax_attn.pto:21:22
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView103 t13_u2c1Gm103(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView103::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_o_aiv0, t13_u2c1Gm103);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2063,18 +2133,18 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView100 accGm100(acc + _qb2 * 64 * D + _g218 * 128, GmView100::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm100, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView104 accGm104(acc + _qb2 * 64 * D + _g218 * 128, GmView104::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm104, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView101 accGm101(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView101::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv1, accGm101);  // online_softmax_attn.pto:21:22
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView105 accGm105(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView105::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv1, accGm105);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2083,9 +2153,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView102 t13_u2c1Gm102(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView102::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv1, t13_u2c1Gm102);  // online_softmax_attn.pto:21:22
+                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView106 t13_u2c1Gm106(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView106::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv1, t13_u2c1Gm106);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2093,9 +2163,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView103 accGm103(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView103::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm103, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView107 accGm107(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView107::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm107, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2183,48 +2253,110 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 128, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 3) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT72E t72_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
+                        TMOV(t71_e_b0, t70_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 128, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 3) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_e_b0, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73E t73_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
+                        TMOV(t73_e_b0, t72_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t64_e, t64_e, t71_e_b0, t73_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_e_b1, 49152);  // online_softmax_attn.pto:10:13
+                            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_e_b1, qGm4);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_e_b1, t70_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_e_b1, 65536);  // online_softmax_attn.pto:10:13
+                            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_e_b1, kj_u2c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_e_b1, t72_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_e, t64_e, t71_e_b1, t73_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
+                            TileT70EB2 t70_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_e_b2, 81920);  // online_softmax_attn.pto:10:13
+                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView6 qGm6(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView6::Shape(t70_e_b2.GetValidRow(), t70_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_e_b2, qGm6);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71EB2 t71_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_e_b2, t70_e_b2);  // online_softmax_attn.pto:10:13
+                            TileT72EB2 t72_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_e_b2, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView7 kj_u2c0_sk0_eGm7(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView7::Shape(t72_e_b2.GetValidRow(), t72_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_e_b2, kj_u2c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73EB2 t73_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_e_b2, t72_e_b2);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_e, t64_e, t71_e_b2, t73_e_b2);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 t0_u2c0Gm8(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView8::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm8, t64_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2239,9 +2371,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView17 qGm17(q + _qb2 * 64 * D, GmView17::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_e, qGm17);  // online_softmax_attn.pto:10:13
+                using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView21 qGm21(q + _qb2 * 64 * D, GmView21::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm21);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2256,9 +2388,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView18 kj_u2c1_sk1_eGm18(kj_u2c1_sk1_e + _g147 * 64 * D, GmView18::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm18);  // online_softmax_attn.pto:10:13
+                    using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D, GmView22::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2282,9 +2414,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView19 qGm19(q + _qb2 * 64 * D + _k153 * 128, GmView19::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm19);  // online_softmax_attn.pto:10:13
+                        using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView23 qGm23(q + _qb2 * 64 * D + _k153 * 128, GmView23::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm23);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
@@ -2295,9 +2427,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView20::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
+                        using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView24::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
@@ -2315,9 +2447,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView21 t0_u2c1Gm21(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView21::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1Gm21, t148_e);  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 t0_u2c1Gm25(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView25::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm25, t148_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2338,9 +2470,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 t14_u2c0_twinGm30(t14_u2c0_twin + _qb2 * 64 * 128, GmView30::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124_e, t14_u2c0_twinGm30);  // online_softmax_attn.pto:21:36
+                using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView34 t14_u2c0_twinGm34(t14_u2c0_twin + _qb2 * 64 * 128, GmView34::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm34);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2357,9 +2489,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 vj_u2c0_sk2_eGm31(vj_u2c0_sk2_e + _g122 * 64, GmView31::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t126_e, vj_u2c0_sk2_eGm31);  // online_softmax_attn.pto:21:36
+                    using GmView35 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView35 vj_u2c0_sk2_eGm35(vj_u2c0_sk2_e + _g122 * 64, GmView35::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm35);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
@@ -2376,9 +2508,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView32 t14_u2c0_twinGm32(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView32::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t129_e, t14_u2c0_twinGm32);  // online_softmax_attn.pto:21:36
+                        using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView36 t14_u2c0_twinGm36(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView36::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm36);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
@@ -2388,9 +2520,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 vj_u2c0_sk2_eGm33(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView33::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t131_e, vj_u2c0_sk2_eGm33);  // online_softmax_attn.pto:21:36
+                        using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView37 vj_u2c0_sk2_eGm37(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView37::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm37);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
@@ -2404,9 +2536,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 t13_u2c0_twinGm34(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView34::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c0_twinGm34, t123_e);  // online_softmax_attn.pto:21:36
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView38 t13_u2c0_twinGm38(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView38::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm38, t123_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2423,9 +2555,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView41 t14_u2c1_twinGm41(t14_u2c1_twin + _qb2 * 64 * 128, GmView41::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208_e, t14_u2c1_twinGm41);  // online_softmax_attn.pto:21:36
+                using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView45 t14_u2c1_twinGm45(t14_u2c1_twin + _qb2 * 64 * 128, GmView45::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm45);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2444,9 +2576,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView42 vj_u2c1_sk3_eGm42(vj_u2c1_sk3_e + _g206 * 64, GmView42::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t210_e, vj_u2c1_sk3_eGm42);  // online_softmax_attn.pto:21:36
+                    using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView46 vj_u2c1_sk3_eGm46(vj_u2c1_sk3_e + _g206 * 64, GmView46::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm46);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
@@ -2463,9 +2595,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView43 t14_u2c1_twinGm43(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView43::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t213_e, t14_u2c1_twinGm43);  // online_softmax_attn.pto:21:36
+                        using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView47 t14_u2c1_twinGm47(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView47::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm47);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
@@ -2475,9 +2607,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView44 vj_u2c1_sk3_eGm44(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView44::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t215_e, vj_u2c1_sk3_eGm44);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 vj_u2c1_sk3_eGm48(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView48::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm48);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
@@ -2491,9 +2623,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView45 t13_u2c1_twinGm45(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView45::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c1_twinGm45, t207_e);  // online_softmax_attn.pto:21:36
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView49 t13_u2c1_twinGm49(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView49::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm49, t207_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2516,9 +2648,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                using GmView52 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView52 qGm52(q + _qb2 * 64 * D, GmView52::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65_o, qGm52);  // online_softmax_attn.pto:10:13
+                using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView56 qGm56(q + _qb2 * 64 * D, GmView56::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_o, qGm56);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2531,9 +2663,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView53 kj_u2c0_sk0_oGm53(kj_u2c0_sk0_o + _g63 * 64 * D, GmView53::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t67_o, kj_u2c0_sk0_oGm53);  // online_softmax_attn.pto:10:13
+                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView57 kj_u2c0_sk0_oGm57(kj_u2c0_sk0_o + _g63 * 64 * D, GmView57::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView57::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm57);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2557,9 +2689,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView54 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView54 qGm54(q + _qb2 * 64 * D + _k69 * 128, GmView54::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm54);  // online_softmax_attn.pto:10:13
+                        using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView58 qGm58(q + _qb2 * 64 * D + _k69 * 128, GmView58::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm58);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
@@ -2570,9 +2702,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView55 kj_u2c0_sk0_oGm55(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView55::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm55);  // online_softmax_attn.pto:10:13
+                        using GmView59 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView59::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
@@ -2590,9 +2722,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView56 t0_u2c0_twinGm56(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView56::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm56, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView60 t0_u2c0_twinGm60(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView60::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm60, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2607,9 +2739,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView69 qGm69(q + _qb2 * 64 * D, GmView69::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_o, qGm69);  // online_softmax_attn.pto:10:13
+                using GmView73 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView73 qGm73(q + _qb2 * 64 * D, GmView73::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm73);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2624,9 +2756,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView70 kj_u2c1_sk1_oGm70(kj_u2c1_sk1_o + _g147 * 64 * D, GmView70::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm70);  // online_softmax_attn.pto:10:13
+                    using GmView74 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView74 kj_u2c1_sk1_oGm74(kj_u2c1_sk1_o + _g147 * 64 * D, GmView74::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm74);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2650,9 +2782,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView71 qGm71(q + _qb2 * 64 * D + _k153 * 128, GmView71::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm71);  // online_softmax_attn.pto:10:13
+                        using GmView75 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView75 qGm75(q + _qb2 * 64 * D + _k153 * 128, GmView75::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm75);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
@@ -2663,9 +2795,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView72 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView72 kj_u2c1_sk1_oGm72(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView72::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm72);  // online_softmax_attn.pto:10:13
+                        using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView76::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
@@ -2683,9 +2815,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView73 t0_u2c1_twinGm73(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView73::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm73, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView77 t0_u2c1_twinGm77(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView77::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm77, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2707,9 +2839,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView82 t14_u2c0Gm82(t14_u2c0 + _qb2 * 64 * 128, GmView82::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm82);  // online_softmax_attn.pto:21:36
+                    using GmView86 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView86 t14_u2c0Gm86(t14_u2c0 + _qb2 * 64 * 128, GmView86::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm86);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2726,9 +2858,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView83 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView83 vj_u2c0_sk2_oGm83(vj_u2c0_sk2_o + _g122 * 64, GmView83::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm83);  // online_softmax_attn.pto:21:36
+                        using GmView87 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView87 vj_u2c0_sk2_oGm87(vj_u2c0_sk2_o + _g122 * 64, GmView87::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm87);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -2745,9 +2877,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView84 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView84 t14_u2c0Gm84(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView84::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm84);  // online_softmax_attn.pto:21:36
+                            using GmView88 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView88 t14_u2c0Gm88(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView88::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm88);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -2757,9 +2889,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView85 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView85 vj_u2c0_sk2_oGm85(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView85::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm85);  // online_softmax_attn.pto:21:36
+                            using GmView89 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView89 vj_u2c0_sk2_oGm89(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView89::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm89);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -2773,9 +2905,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView86 t13_u2c0Gm86(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView86::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm86, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView90 t13_u2c0Gm90(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView90::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm90, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2792,9 +2924,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView93 t14_u2c1Gm93(t14_u2c1 + _qb2 * 64 * 128, GmView93::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm93);  // online_softmax_attn.pto:21:36
+                    using GmView97 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView97 t14_u2c1Gm97(t14_u2c1 + _qb2 * 64 * 128, GmView97::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm97);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2813,9 +2945,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView94 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView94 vj_u2c1_sk3_oGm94(vj_u2c1_sk3_o + _g206 * 64, GmView94::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm94);  // online_softmax_attn.pto:21:36
+                        using GmView98 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView98 vj_u2c1_sk3_oGm98(vj_u2c1_sk3_o + _g206 * 64, GmView98::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm98);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -2832,9 +2964,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView95 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView95 t14_u2c1Gm95(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView95::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm95);  // online_softmax_attn.pto:21:36
+                            using GmView99 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView99 t14_u2c1Gm99(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView99::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm99);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -2844,9 +2976,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView96 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView96 vj_u2c1_sk3_oGm96(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView96::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm96);  // online_softmax_attn.pto:21:36
+                            using GmView100 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView100 vj_u2c1_sk3_oGm100(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView100::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm100);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -2860,9 +2992,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView97 t13_u2c1Gm97(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView97::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm97, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView101 t13_u2c1Gm101(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView101::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm101, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2935,7 +3067,11 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                        }
+                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -2999,9 +3135,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 wait_flag_dev(7);
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView9 t0_u2c0Gm9(t0_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv0, t0_u2c0Gm9);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3018,9 +3154,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv0, mGm6);  // online_softmax_attn.pto:17:21
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv0, mGm10);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3043,9 +3179,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv0, lGm7);  // online_softmax_attn.pto:20:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv0, lGm11);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3073,9 +3209,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm8, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb2 * 64, GmView12::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm12, t116_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -3084,24 +3220,24 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView9 t14_u2c0Gm9(t14_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t120_e_aiv0.GetValidRow(), t120_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm9, t120_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView13 t14_u2c0Gm13(t14_u2c0 + _qb2 * 64 * 128, GmView13::Shape(t120_e_aiv0.GetValidRow(), t120_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm13, t120_e_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm10, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView14 mGm14(m + _qb2 * 64, GmView14::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm14, t86_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView11 t0_u2c0Gm11(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView11::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_e_aiv1, t0_u2c0Gm11);  // online_softmax_attn.pto:10:13
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView15 t0_u2c0Gm15(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_e_aiv1, t0_u2c0Gm15);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3117,9 +3253,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView12 mGm12(m + _qb2 * 64 + 32, GmView12::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_e_aiv1, mGm12);  // online_softmax_attn.pto:17:21
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_e_aiv1, mGm16);  // online_softmax_attn.pto:17:21
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3142,9 +3278,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView13 lGm13(l + _qb2 * 64 + 32, GmView13::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_e_aiv1, lGm13);  // online_softmax_attn.pto:20:20
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView17 lGm17(l + _qb2 * 64 + 32, GmView17::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_e_aiv1, lGm17);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3172,9 +3308,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView14 lGm14(l + _qb2 * 64 + 32, GmView14::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm14, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -3183,12 +3319,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView15 t14_u2c0Gm15(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t120_e_aiv1.GetValidRow(), t120_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0Gm15, t120_e_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm16, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView19 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView19 t14_u2c0Gm19(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView19::Shape(t120_e_aiv1.GetValidRow(), t120_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm19, t120_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView20 mGm20(m + _qb2 * 64 + 32, GmView20::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm20, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3253,9 +3389,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag_dev(7);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView22 t0_u2c1Gm22(t0_u2c1 + _qb2 * 64 * 128, GmView22::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_e_aiv0, t0_u2c1Gm22);  // online_softmax_attn.pto:10:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView26 t0_u2c1Gm26(t0_u2c1 + _qb2 * 64 * 128, GmView26::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_e_aiv0, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3318,9 +3454,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView23 lGm23(l + _qb2 * 64, GmView23::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm23, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView27 lGm27(l + _qb2 * 64, GmView27::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm27, t200_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -3330,12 +3466,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView24 t14_u2c1Gm24(t14_u2c1 + _qb2 * 64 * 128, GmView24::Shape(t204_e_aiv0.GetValidRow(), t204_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1Gm24, t204_e_aiv0);  // online_softmax_attn.pto:21:43
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView25 mGm25(m + _qb2 * 64, GmView25::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm25, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t14_u2c1Gm28(t14_u2c1 + _qb2 * 64 * 128, GmView28::Shape(t204_e_aiv0.GetValidRow(), t204_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm28, t204_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView29 mGm29(m + _qb2 * 64, GmView29::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm29, t170_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3343,9 +3479,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView26 t0_u2c1Gm26(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView26::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_e_aiv1, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView30 t0_u2c1Gm30(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView30::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_e_aiv1, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3404,9 +3540,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm27, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView31 lGm31(l + _qb2 * 64 + 32, GmView31::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm31, t200_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -3415,12 +3551,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t14_u2c1Gm28(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView28::Shape(t204_e_aiv1.GetValidRow(), t204_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1Gm28, t204_e_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm29, t170_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView32 t14_u2c1Gm32(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView32::Shape(t204_e_aiv1.GetValidRow(), t204_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1Gm32, t204_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView33 mGm33(m + _qb2 * 64 + 32, GmView33::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm33, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -3471,9 +3607,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView35 accGm35(acc + _qb2 * 64 * D + _g134 * 128, GmView35::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_e_aiv0, accGm35);  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + _qb2 * 64 * D + _g134 * 128, GmView39::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv0, accGm39);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3488,9 +3624,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 t13_u2c0_twinGm36(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView36::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_e_aiv0, t13_u2c0_twinGm36);  // online_softmax_attn.pto:21:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView40 t13_u2c0_twinGm40(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView40::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv0, t13_u2c0_twinGm40);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -3504,9 +3640,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 accGm37(acc + _qb2 * 64 * D + _g134 * 128, GmView37::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm37, t143_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView41 accGm41(acc + _qb2 * 64 * D + _g134 * 128, GmView41::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm41, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -3515,9 +3651,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView38 accGm38(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView38::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_e_aiv1, accGm38);  // online_softmax_attn.pto:21:22
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView42 accGm42(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView42::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_e_aiv1, accGm42);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3528,9 +3664,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 t13_u2c0_twinGm39(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView39::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_e_aiv1, t13_u2c0_twinGm39);  // online_softmax_attn.pto:21:22
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView43 t13_u2c0_twinGm43(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView43::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_e_aiv1, t13_u2c0_twinGm43);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3542,9 +3678,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 accGm40(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView40::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm40, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView44 accGm44(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView44::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm44, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3597,9 +3733,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView46 accGm46(acc + _qb2 * 64 * D + _g218 * 128, GmView46::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_e_aiv0, accGm46);  // online_softmax_attn.pto:21:22
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView50 accGm50(acc + _qb2 * 64 * D + _g218 * 128, GmView50::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv0, accGm50);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3614,9 +3750,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView47 t13_u2c1_twinGm47(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView47::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_e_aiv0, t13_u2c1_twinGm47);  // online_softmax_attn.pto:21:22
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView51 t13_u2c1_twinGm51(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView51::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv0, t13_u2c1_twinGm51);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -3630,9 +3766,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView48 accGm48(acc + _qb2 * 64 * D + _g218 * 128, GmView48::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm48, t227_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView52 accGm52(acc + _qb2 * 64 * D + _g218 * 128, GmView52::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm52, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -3641,9 +3777,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView49 accGm49(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView49::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_e_aiv1, accGm49);  // online_softmax_attn.pto:21:22
+                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView53 accGm53(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView53::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_e_aiv1, accGm53);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3654,9 +3790,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView50 t13_u2c1_twinGm50(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView50::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_e_aiv1, t13_u2c1_twinGm50);  // online_softmax_attn.pto:21:22
+                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView54 t13_u2c1_twinGm54(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView54::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_e_aiv1, t13_u2c1_twinGm54);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3668,9 +3804,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView51 accGm51(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView51::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm51, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView55 accGm55(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView55::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm55, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3766,9 +3902,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 wait_flag_dev(7);
                 if (ptodsl_aiv0) {
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView57 t0_u2c0_twinGm57(t0_u2c0_twin + _qb2 * 64 * 128, GmView57::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm57);  // online_softmax_attn.pto:10:13
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView61 t0_u2c0_twinGm61(t0_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm61);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3785,9 +3921,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView58 mGm58(m + _qb2 * 64, GmView58::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv0, mGm58);  // online_softmax_attn.pto:17:21
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv0, mGm62);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3810,9 +3946,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView59 lGm59(l + _qb2 * 64, GmView59::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv0, lGm59);  // online_softmax_attn.pto:20:20
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView63 lGm63(l + _qb2 * 64, GmView63::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv0, lGm63);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3840,9 +3976,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView60 lGm60(l + _qb2 * 64, GmView60::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm60, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView64 lGm64(l + _qb2 * 64, GmView64::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm64, t116_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -3851,24 +3987,24 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView61 t14_u2c0_twinGm61(t14_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t120_o_aiv0.GetValidRow(), t120_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0_twinGm61, t120_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView65 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView65 t14_u2c0_twinGm65(t14_u2c0_twin + _qb2 * 64 * 128, GmView65::Shape(t120_o_aiv0.GetValidRow(), t120_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm65, t120_o_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm62, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm66, t86_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView63::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
+                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView67 t0_u2c0_twinGm67(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm67);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3884,9 +4020,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView64 mGm64(m + _qb2 * 64 + 32, GmView64::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_o_aiv1, mGm64);  // online_softmax_attn.pto:17:21
+                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_o_aiv1, mGm68);  // online_softmax_attn.pto:17:21
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3909,9 +4045,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView65 lGm65(l + _qb2 * 64 + 32, GmView65::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_o_aiv1, lGm65);  // online_softmax_attn.pto:20:20
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView69 lGm69(l + _qb2 * 64 + 32, GmView69::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_o_aiv1, lGm69);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3939,9 +4075,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView66 lGm66(l + _qb2 * 64 + 32, GmView66::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm66, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView70 lGm70(l + _qb2 * 64 + 32, GmView70::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm70, t116_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -3950,12 +4086,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView67 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t120_o_aiv1.GetValidRow(), t120_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0_twinGm67, t120_o_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm68, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView71 t14_u2c0_twinGm71(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView71::Shape(t120_o_aiv1.GetValidRow(), t120_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0_twinGm71, t120_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView72 mGm72(m + _qb2 * 64 + 32, GmView72::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm72, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4020,9 +4156,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag_dev(7);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView74 t0_u2c1_twinGm74(t0_u2c1_twin + _qb2 * 64 * 128, GmView74::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm74);  // online_softmax_attn.pto:10:13
+                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + _qb2 * 64 * 128, GmView78::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4085,9 +4221,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView75 lGm75(l + _qb2 * 64, GmView75::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm75, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView79 lGm79(l + _qb2 * 64, GmView79::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm79, t200_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4097,12 +4233,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView76 t14_u2c1_twinGm76(t14_u2c1_twin + _qb2 * 64 * 128, GmView76::Shape(t204_o_aiv0.GetValidRow(), t204_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1_twinGm76, t204_o_aiv0);  // online_softmax_attn.pto:21:43
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm77, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + _qb2 * 64 * 128, GmView80::Shape(t204_o_aiv0.GetValidRow(), t204_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm80, t204_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView81 mGm81(m + _qb2 * 64, GmView81::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm81, t170_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4110,9 +4246,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView78::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView82::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4171,9 +4307,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView79 lGm79(l + _qb2 * 64 + 32, GmView79::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm79, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView83 lGm83(l + _qb2 * 64 + 32, GmView83::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm83, t200_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -4182,12 +4318,12 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView80::Shape(t204_o_aiv1.GetValidRow(), t204_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1_twinGm80, t204_o_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView81 mGm81(m + _qb2 * 64 + 32, GmView81::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm81, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView84 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView84::Shape(t204_o_aiv1.GetValidRow(), t204_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1_twinGm84, t204_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView85 mGm85(m + _qb2 * 64 + 32, GmView85::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm85, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -4239,9 +4375,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView87 accGm87(acc + _qb2 * 64 * D + _g134 * 128, GmView87::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv0, accGm87);  // online_softmax_attn.pto:21:22
+                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView91 accGm91(acc + _qb2 * 64 * D + _g134 * 128, GmView91::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv0, accGm91);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4256,9 +4392,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView88 t13_u2c0Gm88(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView88::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView88::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv0, t13_u2c0Gm88);  // online_softmax_attn.pto:21:22
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView92 t13_u2c0Gm92(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView92::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv0, t13_u2c0Gm92);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
@@ -4272,9 +4408,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView89 accGm89(acc + _qb2 * 64 * D + _g134 * 128, GmView89::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm89, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView93 accGm93(acc + _qb2 * 64 * D + _g134 * 128, GmView93::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm93, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -4283,9 +4419,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView90 accGm90(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView90::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t135_o_aiv1, accGm90);  // online_softmax_attn.pto:21:22
+                                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView94 accGm94(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView94::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t135_o_aiv1, accGm94);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4296,9 +4432,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView91 t13_u2c0Gm91(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView91::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t142_o_aiv1, t13_u2c0Gm91);  // online_softmax_attn.pto:21:22
+                                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView95 t13_u2c0Gm95(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView95::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t142_o_aiv1, t13_u2c0Gm95);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4310,9 +4446,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView92 accGm92(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView92::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm92, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView96 accGm96(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView96::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm96, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4365,9 +4501,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView98 accGm98(acc + _qb2 * 64 * D + _g218 * 128, GmView98::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv0, accGm98);  // online_softmax_attn.pto:21:22
+                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView102 accGm102(acc + _qb2 * 64 * D + _g218 * 128, GmView102::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv0, accGm102);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4382,9 +4518,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView99 t13_u2c1Gm99(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView99::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv0, t13_u2c1Gm99);  // online_softmax_attn.pto:21:22
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView103 t13_u2c1Gm103(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView103::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv0, t13_u2c1Gm103);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
@@ -4398,9 +4534,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView100 accGm100(acc + _qb2 * 64 * D + _g218 * 128, GmView100::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm100, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView104 accGm104(acc + _qb2 * 64 * D + _g218 * 128, GmView104::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm104, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -4409,9 +4545,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView101 accGm101(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView101::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t219_o_aiv1, accGm101);  // online_softmax_attn.pto:21:22
+                                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView105 accGm105(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView105::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t219_o_aiv1, accGm105);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4422,9 +4558,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView102 t13_u2c1Gm102(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView102::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t226_o_aiv1, t13_u2c1Gm102);  // online_softmax_attn.pto:21:22
+                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView106 t13_u2c1Gm106(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView106::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t226_o_aiv1, t13_u2c1Gm106);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4436,9 +4572,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView103 accGm103(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView103::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm103, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView107 accGm107(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView107::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm107, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

@@ -40,10 +40,22 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT236E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT232E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT234E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT238E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240E = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238EB0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239EB0 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240EB0 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241EB0 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238EB1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239EB1 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240EB1 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241EB1 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238EB2 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239EB2 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240EB2 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241EB2 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238EB3 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239EB3 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240EB3 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241EB3 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -226,48 +238,145 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 128, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_e, qGm2);  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240E t240_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 16384);  // online_softmax_attn.pto:10:13
+                        TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 128, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_e, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241E t241_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_e, t240_e);  // online_softmax_attn.pto:10:13
+                        TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_e, t232_e, t239_e, t241_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b1, 49152);  // online_softmax_attn.pto:10:13
+                            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b1, 65536);  // online_softmax_attn.pto:10:13
+                            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
+                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b2, 81920);  // online_softmax_attn.pto:10:13
+                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
+                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b2, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
+                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b3, 114688);  // online_softmax_attn.pto:10:13
+                            using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b3, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
+                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b3, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b3, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm4, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -295,17 +404,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t250_e_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_e_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_e_aiv0, t244_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0Gm6, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 67584);  // online_softmax_attn.pto:17:32
@@ -313,17 +422,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TMAX(t247_e_aiv0, t247_e_aiv0, t250_e_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_e_aiv1, t244_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm8, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp1, 67584);  // online_softmax_attn.pto:17:32
@@ -361,9 +470,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT277EAiv1 t277_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -372,9 +481,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t258_e_aiv0, t252_e_aiv0, t254_e_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -383,9 +492,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TEXPANDS(t277_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _qb3 * 64 + 32, GmView11::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_e_aiv1, t252_e_aiv1, t247_e_aiv1);  // online_softmax_attn.pto:17:21
@@ -393,9 +502,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSUB(t258_e_aiv1, t252_e_aiv1, t254_e_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView12 lGm12(l + _qb3 * 64 + 32, GmView12::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -420,9 +529,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t280_e_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_e_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -432,9 +541,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t271_e_aiv0, t264_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm14, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp3, 67584);  // online_softmax_attn.pto:20:32
@@ -442,9 +551,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TADD(t277_e_aiv0, t277_e_aiv0, t280_e_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -454,9 +563,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDEXPDIF(t271_e_aiv1, t264_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm16, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 67584);  // online_softmax_attn.pto:20:32
@@ -478,17 +587,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _qb3 * 64, GmView17::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm17, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                     TADD(t284_e_aiv1, t275_e_aiv1, t277_e_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm18, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -506,38 +615,38 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t288_e_aiv0, 21504);  // online_softmax_attn.pto:21:43
                     TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_e_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_e_aiv0, t287_e_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0Gm20, t288_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0Gm26, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_e_aiv1, t287_e_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm22, t288_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm28, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm23, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView24 mGm24(m + _qb3 * 64 + 32, GmView24::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm24, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -560,9 +669,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 128, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -579,9 +688,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -598,9 +707,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
+                        using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -610,9 +719,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
+                        using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -626,9 +735,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 t13_u1c0_twinGm29(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView29::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm29, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -660,9 +769,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t311_e_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 128, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t303_e_aiv0, accGm30);  // online_softmax_attn.pto:21:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -673,9 +782,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t306_e_aiv0, t303_e_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm31);  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -685,18 +794,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm32, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv1, accGm33);  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -705,9 +814,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm34);  // online_softmax_attn.pto:21:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -715,9 +824,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm35, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -749,9 +858,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
+                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -765,9 +874,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
+                    using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -791,9 +900,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 128, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm38);  // online_softmax_attn.pto:10:13
+                        using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
@@ -804,9 +913,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
+                        using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
@@ -824,9 +933,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm40, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -854,17 +963,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t250_o_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm41);  // online_softmax_attn.pto:10:13
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_o_aiv0, t244_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0_twinGm42, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp8, 67584);  // online_softmax_attn.pto:17:32
@@ -872,17 +981,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TMAX(t247_o_aiv0, t247_o_aiv0, t250_o_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm43);  // online_softmax_attn.pto:10:13
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_o_aiv1, t244_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm44, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp9, 67584);  // online_softmax_attn.pto:17:32
@@ -920,9 +1029,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT277OAiv1 t277_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView45 mGm45(m + _qb3 * 64, GmView45::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_o_aiv0, mGm45);  // online_softmax_attn.pto:17:21
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -931,9 +1040,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t258_o_aiv0, t252_o_aiv0, t254_o_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView46 lGm46(l + _qb3 * 64, GmView46::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_o_aiv0, lGm46);  // online_softmax_attn.pto:20:20
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -942,9 +1051,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TEXPANDS(t277_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView47 mGm47(m + _qb3 * 64 + 32, GmView47::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv1, mGm47);  // online_softmax_attn.pto:17:21
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_o_aiv1, t252_o_aiv1, t247_o_aiv1);  // online_softmax_attn.pto:17:21
@@ -952,9 +1061,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSUB(t258_o_aiv1, t252_o_aiv1, t254_o_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView48 lGm48(l + _qb3 * 64 + 32, GmView48::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv1, lGm48);  // online_softmax_attn.pto:20:20
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -979,9 +1088,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t280_o_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_o_aiv0, s_u1c0_twinGm49);  // online_softmax_attn.pto:19:21
+                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -991,9 +1100,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t271_o_aiv0, t264_o_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0_twinGm50, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp11, 67584);  // online_softmax_attn.pto:20:32
@@ -1001,9 +1110,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TADD(t277_o_aiv0, t277_o_aiv0, t280_o_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv1, s_u1c0_twinGm51);  // online_softmax_attn.pto:19:21
+                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -1013,9 +1122,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDEXPDIF(t271_o_aiv1, t264_o_aiv1, tmp12);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm52, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp13, 67584);  // online_softmax_attn.pto:20:32
@@ -1037,17 +1146,17 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView53 lGm53(l + _qb3 * 64, GmView53::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm53, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                     TADD(t284_o_aiv1, t275_o_aiv1, t277_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm54, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -1065,38 +1174,38 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t288_o_aiv0, 21504);  // online_softmax_attn.pto:21:43
                     TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm55);  // online_softmax_attn.pto:21:43
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_o_aiv0, t287_o_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0_twinGm56, t288_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0_twinGm62, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm57);  // online_softmax_attn.pto:21:43
+                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_o_aiv1, t287_o_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm58, t288_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm64, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView59 mGm59(m + _qb3 * 64, GmView59::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm59, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView60 mGm60(m + _qb3 * 64 + 32, GmView60::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm60, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1120,9 +1229,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 128, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
+                    using GmView67 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1139,9 +1248,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
+                        using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1158,9 +1267,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
+                            using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1170,9 +1279,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm64);  // online_softmax_attn.pto:21:36
+                            using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1186,9 +1295,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView65 t13_u1c0Gm65(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView65::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm65, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1220,9 +1329,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t311_o_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 128, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_o_aiv0, accGm66);  // online_softmax_attn.pto:21:22
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1233,9 +1342,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t306_o_aiv0, t303_o_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_o_aiv0, t13_u1c0Gm67);  // online_softmax_attn.pto:21:22
+                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1245,18 +1354,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 128, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm68, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
-                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv1, accGm69);  // online_softmax_attn.pto:21:22
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1265,9 +1374,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv1, t13_u1c0Gm70);  // online_softmax_attn.pto:21:22
+                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1275,9 +1384,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm71, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1369,48 +1478,145 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 128, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_e, qGm2);  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240E t240_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 16384);  // online_softmax_attn.pto:10:13
+                        TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 128, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_e, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241E t241_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_e, t240_e);  // online_softmax_attn.pto:10:13
+                        TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_e, t232_e, t239_e, t241_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b1, 49152);  // online_softmax_attn.pto:10:13
+                            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b1, 65536);  // online_softmax_attn.pto:10:13
+                            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
+                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b2, 81920);  // online_softmax_attn.pto:10:13
+                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
+                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b2, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
+                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_e_b3, 114688);  // online_softmax_attn.pto:10:13
+                            using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_e_b3, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
+                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_e_b3, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_e_b3, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm4, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1449,9 +1655,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 128, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
+                using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1468,9 +1674,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -1487,9 +1693,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
+                        using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -1499,9 +1705,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
+                        using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -1515,9 +1721,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView29 t13_u1c0_twinGm29(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView29::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm29, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1541,9 +1747,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
+                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -1557,9 +1763,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
+                    using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1583,9 +1789,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 128, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm38);  // online_softmax_attn.pto:10:13
+                        using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
@@ -1596,9 +1802,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
+                        using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
@@ -1616,9 +1822,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm40, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1658,9 +1864,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 128, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
+                    using GmView67 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1677,9 +1883,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
+                        using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1696,9 +1902,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
+                            using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1708,9 +1914,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm64);  // online_softmax_attn.pto:21:36
+                            using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1724,9 +1930,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView65 t13_u1c0Gm65(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView65::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm65, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1795,7 +2001,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                        }
+                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
+                        }
+                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -1826,9 +2038,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1838,9 +2050,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm6, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -1854,9 +2066,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_e_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
+                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1866,9 +2078,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0Gm8, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -1912,9 +2124,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1929,9 +2141,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1946,9 +2158,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView11 mGm11(m + _qb3 * 64 + 32, GmView11::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1962,9 +2174,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView12 lGm12(l + _qb3 * 64 + 32, GmView12::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1993,9 +2205,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2009,9 +2221,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm14, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2025,9 +2237,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_e_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
+                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2041,9 +2253,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0Gm16, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2073,9 +2285,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _qb3 * 64, GmView17::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm17, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
@@ -2085,9 +2297,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm18, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -2107,9 +2319,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2119,15 +2331,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm20, t288_e_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm26, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_e_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
+                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2137,22 +2349,22 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0Gm22, t288_e_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0Gm28, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm23, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView24 mGm24(m + _qb3 * 64 + 32, GmView24::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm24, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2203,9 +2415,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 128, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv0, accGm30);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2220,9 +2432,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm31);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -2236,9 +2448,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm32, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -2247,9 +2459,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_e_aiv1, accGm33);  // online_softmax_attn.pto:21:22
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2260,9 +2472,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm34);  // online_softmax_attn.pto:21:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2274,9 +2486,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm35, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2337,9 +2549,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm41);  // online_softmax_attn.pto:10:13
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2349,9 +2561,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm42, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2365,9 +2577,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm43);  // online_softmax_attn.pto:10:13
+                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2377,9 +2589,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0_twinGm44, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2423,9 +2635,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView45 mGm45(m + _qb3 * 64, GmView45::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv0, mGm45);  // online_softmax_attn.pto:17:21
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2440,9 +2652,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView46 lGm46(l + _qb3 * 64, GmView46::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv0, lGm46);  // online_softmax_attn.pto:20:20
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2457,9 +2669,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView47 mGm47(m + _qb3 * 64 + 32, GmView47::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_o_aiv1, mGm47);  // online_softmax_attn.pto:17:21
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2473,9 +2685,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView48 lGm48(l + _qb3 * 64 + 32, GmView48::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_o_aiv1, lGm48);  // online_softmax_attn.pto:20:20
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2504,9 +2716,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv0, s_u1c0_twinGm49);  // online_softmax_attn.pto:19:21
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2520,9 +2732,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm50, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2536,9 +2748,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_o_aiv1, s_u1c0_twinGm51);  // online_softmax_attn.pto:19:21
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2552,9 +2764,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0_twinGm52, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2584,9 +2796,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView53 lGm53(l + _qb3 * 64, GmView53::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm53, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
@@ -2596,9 +2808,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm54, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -2618,9 +2830,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm55);  // online_softmax_attn.pto:21:43
+                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2630,15 +2842,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm56, t288_o_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm62, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm57);  // online_softmax_attn.pto:21:43
+                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2648,22 +2860,22 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0_twinGm58, t288_o_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0_twinGm64, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView59 mGm59(m + _qb3 * 64, GmView59::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm59, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView60 mGm60(m + _qb3 * 64 + 32, GmView60::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm60, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2715,9 +2927,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
-                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 128, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv0, accGm66);  // online_softmax_attn.pto:21:22
+                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2732,9 +2944,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv0, t13_u1c0Gm67);  // online_softmax_attn.pto:21:22
+                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -2748,9 +2960,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 128, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm68, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2759,9 +2971,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t303_o_aiv1, accGm69);  // online_softmax_attn.pto:21:22
+                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2772,9 +2984,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t310_o_aiv1, t13_u1c0Gm70);  // online_softmax_attn.pto:21:22
+                                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2786,9 +2998,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm71, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);

@@ -36,10 +36,22 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT318 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT322 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT324 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT324B0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT324B1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT324B2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B3 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT324B3 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B3 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT331Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT331Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT328Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -158,48 +170,145 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
-                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 128, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 4) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
+                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    TileT324 t324(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t324_b0, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 128, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 4) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325 t325(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
+                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t325_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t325, t324);  // online_softmax_attn.pto:10:13
+                    TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
+                    TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b1, 65536);  // online_softmax_attn.pto:10:13
+                        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b1, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
+                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b1, 98304);  // online_softmax_attn.pto:10:13
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b1, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
+                        TileT322B2 t322_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b2, 131072);  // online_softmax_attn.pto:10:13
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView6 qGm6(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView6::Shape(t322_b2.GetValidRow(), t322_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b2, qGm6);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B2 t323_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b2, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b2, t322_b2);  // online_softmax_attn.pto:10:13
+                        TileT324B2 t324_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b2, 163840);  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView7 kj_lastGm7(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView7::Shape(t324_b2.GetValidRow(), t324_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b2, kj_lastGm7);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B2 t325_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b2, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b2, t324_b2);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b2, t325_b2);  // online_softmax_attn.pto:10:13
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
+                        TileT322B3 t322_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b3, 196608);  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 qGm8(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView8::Shape(t322_b3.GetValidRow(), t322_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b3, qGm8);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B3 t323_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b3, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b3, t322_b3);  // online_softmax_attn.pto:10:13
+                        TileT324B3 t324_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b3, 229376);  // online_softmax_attn.pto:10:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView9 kj_lastGm9(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView9::Shape(t324_b3.GetValidRow(), t324_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b3, kj_lastGm9);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B3 t325_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b3, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b3, t324_b3);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b3, t325_b3);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView10 t0_lastGm10(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView10::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_lastGm10, t316);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -230,17 +339,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t334_aiv0, 33792);  // online_softmax_attn.pto:17:32
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView11 t0_lastGm11(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView11::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t328_aiv0, t0_lastGm11);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView6 s_lastGm6(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView12 s_lastGm12(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView12::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_lastGm12, t329_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                 TASSIGN(tmp0, 70656);  // online_softmax_attn.pto:17:32
@@ -248,17 +357,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView13 t0_lastGm13(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView13::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv1, t0_lastGm13);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView14 s_lastGm14(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView14::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm14, t329_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp1, 70656);  // online_softmax_attn.pto:17:32
@@ -300,9 +409,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
             TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-            GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-            TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+            GmView15 mGm15(m + _qb4 * 64, GmView15::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+            TLOAD(t336_aiv0, mGm15);  // online_softmax_attn.pto:17:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -311,9 +420,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
             pipe_barrier(PIPE_V);
             TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView10 lGm10(l + _qb4 * 64, GmView10::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t357_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView16 lGm16(l + _qb4 * 64, GmView16::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t357_aiv0, lGm16);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -322,9 +431,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView11 mGm11(m + _qb4 * 64 + 32, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView17 mGm17(m + _qb4 * 64 + 32, GmView17::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv1, mGm17);  // online_softmax_attn.pto:17:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
@@ -332,9 +441,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView12 lGm12(l + _qb4 * 64 + 32, GmView12::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -359,9 +468,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                GmView13 s_lastGm13(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                GmView19 s_lastGm19(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView19::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t348_aiv0, s_lastGm19);  // online_softmax_attn.pto:19:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -371,9 +480,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                GmView20 p_1_lastGm20(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView20::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_lastGm20, t355_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
                 TASSIGN(tmp3, 70656);  // online_softmax_attn.pto:20:32
@@ -381,9 +490,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView21 s_lastGm21(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView21::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv1, s_lastGm21);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -393,9 +502,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView22 p_1_lastGm22(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView22::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm22, t355_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp5, 70656);  // online_softmax_attn.pto:20:32
@@ -417,17 +526,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView17 lGm17(l + _qb4 * 64, GmView17::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm17, t368_aiv0);  // online_softmax_attn.pto:20:20
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView23 lGm23(l + _qb4 * 64, GmView23::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm23, t368_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm18, t368_aiv1);  // online_softmax_attn.pto:20:20
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView24 lGm24(l + _qb4 * 64 + 32, GmView24::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm24, t368_aiv1);  // online_softmax_attn.pto:20:20
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -438,23 +547,23 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t371_aiv0, 5120);  // online_softmax_attn.pto:21:43
                 TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView25::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t371_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_lastGm20, t371_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView26 t14_lastGm26(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView26::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_lastGm26, t371_aiv0);  // online_softmax_attn.pto:21:43
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView27::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_lastGm22, t371_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t14_lastGm28(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView28::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm28, t371_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -470,9 +579,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 128, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t14_lastGm29(t14_last + _qb4 * 64 * 128, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
@@ -483,9 +592,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_lastGm30(vj_last + _g374 * 64, GmView30::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm30);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
@@ -502,9 +611,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
                     TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t14_lastGm31(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView31::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
@@ -514,9 +623,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_lastGm26(vj_last + _k380 * 128 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_lastGm32(vj_last + _k380 * 128 * D + _g374 * 64, GmView32::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
@@ -530,9 +639,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t13_lastGm27(t13_last + _qb4 * 64 * D + _g374 * 64, GmView27::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_lastGm27, t375);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t13_lastGm33(t13_last + _qb4 * 64 * D + _g374 * 64, GmView33::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm33, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -568,9 +677,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t395_aiv1, ptodsl_aiv1_ub + 54272);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 128, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView34 accGm34(acc + _qb4 * 64 * D + _g386 * 128, GmView34::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t387_aiv0, accGm34);  // online_softmax_attn.pto:21:22
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -581,9 +690,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 128, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView35 t13_lastGm35(t13_last + _qb4 * 64 * D + _g386 * 128, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t394_aiv0, t13_lastGm35);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -593,18 +702,18 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView36 accGm36(acc + _qb4 * 64 * D + _g386 * 128, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 accGm37(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView37::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv1, accGm37);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -613,9 +722,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 t13_lastGm38(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv1, t13_lastGm38);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -623,9 +732,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -641,13 +750,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView34 mGm34(m + _qb4 * 64, GmView34::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm34, t338_aiv0);  // online_softmax_attn.pto:22:13
+            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView35 mGm35(m + _qb4 * 64 + 32, GmView35::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm35, t338_aiv1);  // online_softmax_attn.pto:22:13
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -671,9 +780,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
                 TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 128, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
-                TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 128, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
+                TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -685,16 +794,16 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 128, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
-                TSTORE(oGm37, t403_aiv0);  // online_softmax_attn.pto:24:20
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 128, GmView43::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
+                TSTORE(oGm43, t403_aiv0);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
@@ -704,9 +813,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm39, t403_aiv1);  // online_softmax_attn.pto:24:20
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView45::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm45, t403_aiv1);  // online_softmax_attn.pto:24:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -791,48 +900,145 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
-                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 128, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 4) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
+                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    TileT324 t324(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t324_b0, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 128, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 4) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325 t325(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
+                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t325_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t325, t324);  // online_softmax_attn.pto:10:13
+                    TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
+                    TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b1, 65536);  // online_softmax_attn.pto:10:13
+                        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b1, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
+                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b1, 98304);  // online_softmax_attn.pto:10:13
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b1, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
+                        TileT322B2 t322_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b2, 131072);  // online_softmax_attn.pto:10:13
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView6 qGm6(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView6::Shape(t322_b2.GetValidRow(), t322_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b2, qGm6);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B2 t323_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b2, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b2, t322_b2);  // online_softmax_attn.pto:10:13
+                        TileT324B2 t324_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b2, 163840);  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView7 kj_lastGm7(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView7::Shape(t324_b2.GetValidRow(), t324_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b2, kj_lastGm7);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B2 t325_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b2, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b2, t324_b2);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b2, t325_b2);  // online_softmax_attn.pto:10:13
+                    }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
+                        TileT322B3 t322_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t322_b3, 196608);  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 qGm8(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView8::Shape(t322_b3.GetValidRow(), t322_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t322_b3, qGm8);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT323B3 t323_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t323_b3, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t323_b3, t322_b3);  // online_softmax_attn.pto:10:13
+                        TileT324B3 t324_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t324_b3, 229376);  // online_softmax_attn.pto:10:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView9 kj_lastGm9(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView9::Shape(t324_b3.GetValidRow(), t324_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t324_b3, kj_lastGm9);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT325B3 t325_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t325_b3, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t325_b3, t324_b3);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t316, t316, t323_b3, t325_b3);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView10 t0_lastGm10(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView10::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_lastGm10, t316);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -873,9 +1079,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 128, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t14_lastGm29(t14_last + _qb4 * 64 * 128, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
@@ -886,9 +1092,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_lastGm30(vj_last + _g374 * 64, GmView30::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm30);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
@@ -905,9 +1111,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
                     TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t14_lastGm31(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView31::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
@@ -917,9 +1123,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_lastGm26(vj_last + _k380 * 128 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_lastGm32(vj_last + _k380 * 128 * D + _g374 * 64, GmView32::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
@@ -933,9 +1139,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t13_lastGm27(t13_last + _qb4 * 64 * D + _g374 * 64, GmView27::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_lastGm27, t375);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t13_lastGm33(t13_last + _qb4 * 64 * D + _g374 * 64, GmView33::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm33, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -988,7 +1194,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
             for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                    }
+                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
+                    }
+                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
+                    }
                 }
             }
             TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -1019,9 +1231,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView11 t0_lastGm11(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView11::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv0, t0_lastGm11);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1031,9 +1243,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_lastGm6(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView12 s_lastGm12(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView12::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm12, t329_aiv0);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -1047,9 +1259,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     if (!ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView13 t0_lastGm13(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView13::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t328_aiv1, t0_lastGm13);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1059,9 +1271,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView14 s_lastGm14(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView14::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_lastGm14, t329_aiv1);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1109,9 +1321,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView15 mGm15(m + _qb4 * 64, GmView15::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv0, mGm15);  // online_softmax_attn.pto:17:21
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1126,9 +1338,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView10 lGm10(l + _qb4 * 64, GmView10::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView16 lGm16(l + _qb4 * 64, GmView16::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv0, lGm16);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1143,9 +1355,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _qb4 * 64 + 32, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView17 mGm17(m + _qb4 * 64 + 32, GmView17::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv1, mGm17);  // online_softmax_attn.pto:17:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1159,9 +1371,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView12 lGm12(l + _qb4 * 64 + 32, GmView12::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1190,9 +1402,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_lastGm13(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView19 s_lastGm19(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView19::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv0, s_lastGm19);  // online_softmax_attn.pto:19:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1206,9 +1418,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView20 p_1_lastGm20(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView20::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm20, t355_aiv0);  // online_softmax_attn.pto:19:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -1222,9 +1434,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView21 s_lastGm21(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView21::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv1, s_lastGm21);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1238,9 +1450,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView22 p_1_lastGm22(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView22::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm22, t355_aiv1);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1270,9 +1482,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _qb4 * 64, GmView17::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm17, t368_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView23 lGm23(l + _qb4 * 64, GmView23::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm23, t368_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
@@ -1282,9 +1494,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm18, t368_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView24 lGm24(l + _qb4 * 64 + 32, GmView24::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm24, t368_aiv1);  // online_softmax_attn.pto:20:20
                 }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1297,29 +1509,29 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView25::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_lastGm20, t371_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView26 t14_lastGm26(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView26::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm26, t371_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView27::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t371_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_lastGm22, t371_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t14_lastGm28(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView28::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_lastGm28, t371_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
             }
@@ -1361,9 +1573,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 128, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 accGm34(acc + _qb4 * 64 * D + _g386 * 128, GmView34::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv0, accGm34);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1378,9 +1590,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 128, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 t13_lastGm35(t13_last + _qb4 * 64 * D + _g386 * 128, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv0, t13_lastGm35);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
@@ -1394,9 +1606,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 accGm36(acc + _qb4 * 64 * D + _g386 * 128, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1405,9 +1617,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 accGm37(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView37::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t387_aiv1, accGm37);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1418,9 +1630,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 t13_lastGm38(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv1, t13_lastGm38);  // online_softmax_attn.pto:21:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1432,9 +1644,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1452,15 +1664,15 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             if (ptodsl_aiv0) {
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView34 mGm34(m + _qb4 * 64, GmView34::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm34, t338_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView35 mGm35(m + _qb4 * 64 + 32, GmView35::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm35, t338_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1486,9 +1698,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 128, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 128, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1504,18 +1716,18 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 128, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm37, t403_aiv0);  // online_softmax_attn.pto:24:20
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 128, GmView43::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm43, t403_aiv0);  // online_softmax_attn.pto:24:20
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                     if (!ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1529,9 +1741,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm39, t403_aiv1);  // online_softmax_attn.pto:24:20
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView45::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm45, t403_aiv1);  // online_softmax_attn.pto:24:20
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

@@ -31,20 +31,48 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
 extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, __gm__ bfloat16_t* a, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, __gm__ bfloat16_t* h_twin, __gm__ bfloat16_t* a_twin, int64_t B, int32_t act)
 #endif
 {
-    using TileT5E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6E = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2E = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5EB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6EB0 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2EB0 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3EB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4EB0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6EB1 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2EB1 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4EB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6EB2 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2EB2 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4EB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5EB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6EB3 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2EB3 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3EB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4EB3 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5EB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6EB4 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2EB4 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3EB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4EB4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT31E = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT32E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT33E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT34E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT35E = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT37E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT39E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT40E = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37EB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38EB0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39EB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40EB0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38EB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40EB1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38EB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40EB2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8EAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT8EAiv1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT9EAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -87,20 +115,48 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT28EAiv1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT29EAiv0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT29EAiv1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
-    using TileT5O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6O = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2O = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5OB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6OB0 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2OB0 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3OB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4OB0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6OB1 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2OB1 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4OB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6OB2 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2OB2 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4OB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5OB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6OB3 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2OB3 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3OB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4OB3 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT5OB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT6OB4 = TileRight<bfloat16_t, 64, 64, 64, 64>;
+    using TileT2OB4 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3OB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4OB4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT31O = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT32O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT33O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT34O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT35O = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT37O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT39O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT40O = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37OB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38OB0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39OB0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40OB0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38OB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40OB1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT37OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38OB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT39OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT40OB2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8OAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT8OAiv1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT9OAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -159,52 +215,172 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            TileT5EB0 t5_e_b0;  // ffn.pto:10:9
+            TASSIGN(t5_e_b0, 0);  // ffn.pto:10:9
+            TileT6EB0 t6_e_b0;  // ffn.pto:10:9
+            TASSIGN(t6_e_b0, 0);  // ffn.pto:10:9
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_e_b0, w1Gm0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6_e_b0, t5_e_b0);  // ffn.pto:10:9
+            TileT2EB0 t2_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t2_e_b0, 0);  // ffn.pto:10:9
+            TileT3EB0 t3_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t3_e_b0, 8192);  // ffn.pto:10:9
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_e_b0, xGm1);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4EB0 t4_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t4_e_b0, 0);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4_e_b0, t3_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2_e_b0, t4_e_b0, t6_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView2 h_ownGm2(h_own + _g1_f_db * 5 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_ownGm2, t2_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+                TileT5EB1 t5_e_b1;  // ffn.pto:10:9
+                TASSIGN(t5_e_b1, 16384);  // ffn.pto:10:9
+                TileT6EB1 t6_e_b1;  // ffn.pto:10:9
+                TASSIGN(t6_e_b1, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b1, w1Gm3);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b1, t5_e_b1);  // ffn.pto:10:9
+                TileT2EB1 t2_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b1, 16384);  // ffn.pto:10:9
+                TileT3EB1 t3_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b1, 24576);  // ffn.pto:10:9
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView4 xGm4(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView4::Shape(t3_e_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b1, xGm4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB1 t4_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b1, 8192);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b1, t3_e_b1);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b1, t4_e_b1, t6_e_b1);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView5 h_ownGm5(h_own + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm5, t2_e_b1);  // ffn.pto:10:9
+            }
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+                TileT5EB2 t5_e_b2;  // ffn.pto:10:9
+                TASSIGN(t5_e_b2, 32768);  // ffn.pto:10:9
+                TileT6EB2 t6_e_b2;  // ffn.pto:10:9
+                TASSIGN(t6_e_b2, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm6(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b2, w1Gm6);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b2, t5_e_b2);  // ffn.pto:10:9
+                TileT2EB2 t2_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b2, 0);  // ffn.pto:10:9
+                TileT3EB2 t3_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b2, 40960);  // ffn.pto:10:9
+                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView7 xGm7(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView7::Shape(t3_e_b2.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b2, xGm7);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB2 t4_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b2, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b2, t3_e_b2);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b2, t4_e_b2, t6_e_b2);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView8 h_ownGm8(h_own + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView8::Shape(t2_e_b2.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm8, t2_e_b2);  // ffn.pto:10:9
+            }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
-                TileT5E t5_e;  // ffn.pto:10:9
-                TASSIGN(t5_e, 0);  // ffn.pto:10:9
-                TileT6E t6_e;  // ffn.pto:10:9
-                TASSIGN(t6_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e, w1Gm0);  // ffn.pto:10:9
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+                TileT5EB3 t5_e_b3;  // ffn.pto:10:9
+                TASSIGN(t5_e_b3, 49152);  // ffn.pto:10:9
+                TileT6EB3 t6_e_b3;  // ffn.pto:10:9
+                TASSIGN(t6_e_b3, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm9(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b3, w1Gm9);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e, t5_e);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e, 0);  // ffn.pto:10:9
-                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e, xGm1);  // ffn.pto:10:9
+                TMOV(t6_e_b3, t5_e_b3);  // ffn.pto:10:9
+                TileT2EB3 t2_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b3, 16384);  // ffn.pto:10:9
+                TileT3EB3 t3_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b3, 57344);  // ffn.pto:10:9
+                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView10 xGm10(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView10::Shape(t3_e_b3.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b3, xGm10);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e, 0);  // ffn.pto:10:9
+                TileT4EB3 t4_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b3, 8192);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e, t3_e);  // ffn.pto:10:9
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                TMOV(t4_e_b3, t3_e_b3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e, t4_e, t6_e);  // ffn.pto:10:9
+                TMATMUL(t2_e_b3, t4_e_b3, t6_e_b3);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 h_ownGm2(h_own + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm2, t2_e);  // ffn.pto:10:9
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView11 h_ownGm11(h_own + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView11::Shape(t2_e_b3.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm11, t2_e_b3);  // ffn.pto:10:9
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+                TileT5EB4 t5_e_b4;  // ffn.pto:10:9
+                TASSIGN(t5_e_b4, 65536);  // ffn.pto:10:9
+                TileT6EB4 t6_e_b4;  // ffn.pto:10:9
+                TASSIGN(t6_e_b4, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm12(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b4, w1Gm12);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b4, t5_e_b4);  // ffn.pto:10:9
+                TileT2EB4 t2_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b4, 0);  // ffn.pto:10:9
+                TileT3EB4 t3_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b4, 73728);  // ffn.pto:10:9
+                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView13 xGm13(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView13::Shape(t3_e_b4.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b4, xGm13);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB4 t4_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b4, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b4, t3_e_b4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b4, t4_e_b4, t6_e_b4);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView14 h_ownGm14(h_own + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView14::Shape(t2_e_b4.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm14, t2_e_b4);  // ffn.pto:10:9
+            }
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -217,78 +393,119 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_own_twinGm3(a_own_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_own_twinGm3);  // ffn.pto:16:12
+            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+            GmView15 a_own_twinGm15(a_own_twin, GmView15::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm15);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t33_e, t32_e);  // ffn.pto:16:12
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT34E t34_e;  // ffn.pto:16:12
             TASSIGN(t34_e, 0);  // ffn.pto:16:12
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm4(w2);  // ffn.pto:16:12
-            TLOAD(t34_e, w2Gm4);  // ffn.pto:16:12
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm16(w2);  // ffn.pto:16:12
+            TLOAD(t34_e, w2Gm16);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT35E t35_e;  // ffn.pto:16:12
             TASSIGN(t35_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t35_e, t34_e);  // ffn.pto:16:12
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t31_e, t33_e, t35_e);  // ffn.pto:16:12
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t37_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_own_twinGm5(a_own_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e, a_own_twinGm5);  // ffn.pto:16:12
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t37_e_b0, 0);  // ffn.pto:16:12
+                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView17 a_own_twinGm17(a_own_twin + (1 + _k36_db * 3) * 64, GmView17::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e_b0, a_own_twinGm17);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t38_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t38_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t38_e, t37_e);  // ffn.pto:16:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT39E t39_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t39_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView6 w2Gm6(w2 + _k36 * 64 * 64, GmView6::Shape(t39_e.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t39_e, w2Gm6);  // ffn.pto:16:12
+                TMOV(t38_e_b0, t37_e_b0);  // ffn.pto:16:12
+                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t39_e_b0, 8192);  // ffn.pto:16:12
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView18 w2Gm18(w2 + (1 + _k36_db * 3) * 64 * 64, GmView18::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t39_e_b0, w2Gm18);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT40E t40_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t40_e, 0);  // ffn.pto:16:12
+                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t40_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t40_e, t39_e);  // ffn.pto:16:12
+                TMOV(t40_e_b0, t39_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t31_e, t31_e, t38_e, t40_e);  // ffn.pto:16:12
+                TMATMUL_ACC(t31_e, t31_e, t38_e_b0, t40_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_e_b1, 16384);  // ffn.pto:16:12
+                    using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView19 a_own_twinGm19(a_own_twin + (_k36_db * 3 + _k36_dr + 2) * 64, GmView19::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b1, a_own_twinGm19);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_e_b1, 8192);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t38_e_b1, t37_e_b1);  // ffn.pto:16:12
+                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_e_b1, 24576);  // ffn.pto:16:12
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView20 w2Gm20(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView20::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b1, w2Gm20);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_e_b1, 8192);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t40_e_b1, t39_e_b1);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t31_e, t31_e, t38_e_b1, t40_e_b1);  // ffn.pto:16:12
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                    TileT37EB2 t37_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_e_b2, 32768);  // ffn.pto:16:12
+                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView21 a_own_twinGm21(a_own_twin + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView21::Shape(t37_e_b2.GetValidRow(), t37_e_b2.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b2, a_own_twinGm21);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38EB2 t38_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_e_b2, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t38_e_b2, t37_e_b2);  // ffn.pto:16:12
+                    TileT39EB2 t39_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_e_b2, 40960);  // ffn.pto:16:12
+                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView22 w2Gm22(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView22::Shape(t39_e_b2.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b2, w2Gm22);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT40EB2 t40_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_e_b2, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t40_e_b2, t39_e_b2);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t31_e, t31_e, t38_e_b2, t40_e_b2);  // ffn.pto:16:12
+                }
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView7 yGm7(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
-            TSTORE(yGm7, t31_e);  // ffn.pto:16:12
+            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+            GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView23::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            TSTORE(yGm23, t31_e);  // ffn.pto:16:12
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -330,9 +547,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
                     TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView8 h_ownGm8(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_e_aiv0, h_ownGm8);  // ffn.pto:13:16
+                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView24 h_ownGm24(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView24::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_e_aiv0, h_ownGm24);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_e_aiv0, t8_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -352,16 +569,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t9_e_aiv0, t11_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView9 a_ownGm9(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(a_ownGm9, t9_e_aiv0);  // ffn.pto:13:16
+                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView25 a_ownGm25(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView25::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_ownGm25, t9_e_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
-                        using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView10 h_ownGm10(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv1, h_ownGm10);  // ffn.pto:13:16
+                        using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView26 h_ownGm26(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView26::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv1, h_ownGm26);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_e_aiv1, t8_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -379,9 +596,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t9_e_aiv1, t11_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView11 a_ownGm11(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_ownGm11, t9_e_aiv1);  // ffn.pto:13:16
+                        using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView27 a_ownGm27(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView27::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm27, t9_e_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -456,9 +673,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT29EAiv1 t29_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
                     TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView12 h_ownGm12(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_e_aiv0, h_ownGm12);  // ffn.pto:15:16
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView28 h_ownGm28(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView28::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_e_aiv0, h_ownGm28);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_e_aiv0, t17_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -488,16 +705,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t18_e_aiv0, t20_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView13 a_ownGm13(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(a_ownGm13, t18_e_aiv0);  // ffn.pto:15:16
+                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView29 a_ownGm29(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView29::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_ownGm29, t18_e_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
-                        using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView14 h_ownGm14(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv1, h_ownGm14);  // ffn.pto:15:16
+                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView30 h_ownGm30(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView30::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv1, h_ownGm30);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_e_aiv1, t17_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -525,9 +742,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t18_e_aiv1, t20_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView15 a_ownGm15(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_ownGm15, t18_e_aiv1);  // ffn.pto:15:16
+                        using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView31 a_ownGm31(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView31::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm31, t18_e_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -542,53 +759,172 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            TileT5OB0 t5_o_b0;  // ffn.pto:10:9
+            TASSIGN(t5_o_b0, 81920);  // ffn.pto:10:9
+            TileT6OB0 t6_o_b0;  // ffn.pto:10:9
+            TASSIGN(t6_o_b0, 0);  // ffn.pto:10:9
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm32(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_o_b0, w1Gm32);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6_o_b0, t5_o_b0);  // ffn.pto:10:9
+            TileT2OB0 t2_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t2_o_b0, 0);  // ffn.pto:10:9
+            TileT3OB0 t3_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t3_o_b0, 90112);  // ffn.pto:10:9
+            using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView33 xGm33(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView33::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_o_b0, xGm33);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4OB0 t4_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t4_o_b0, 0);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4_o_b0, t3_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2_o_b0, t4_o_b0, t6_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView34 h_own_twinGm34(h_own_twin + _g1_f_db * 5 % 4 * 64, GmView34::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_own_twinGm34, t2_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+                TileT5OB1 t5_o_b1;  // ffn.pto:10:9
+                TASSIGN(t5_o_b1, 98304);  // ffn.pto:10:9
+                TileT6OB1 t6_o_b1;  // ffn.pto:10:9
+                TASSIGN(t6_o_b1, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm35(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b1, w1Gm35);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b1, t5_o_b1);  // ffn.pto:10:9
+                TileT2OB1 t2_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b1, 16384);  // ffn.pto:10:9
+                TileT3OB1 t3_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b1, 106496);  // ffn.pto:10:9
+                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView36 xGm36(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView36::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b1, xGm36);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB1 t4_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b1, 8192);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b1, t3_o_b1);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b1, t4_o_b1, t6_o_b1);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView37 h_own_twinGm37(h_own_twin + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView37::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm37, t2_o_b1);  // ffn.pto:10:9
+            }
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+                TileT5OB2 t5_o_b2;  // ffn.pto:10:9
+                TASSIGN(t5_o_b2, 114688);  // ffn.pto:10:9
+                TileT6OB2 t6_o_b2;  // ffn.pto:10:9
+                TASSIGN(t6_o_b2, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm38(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b2, w1Gm38);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b2, t5_o_b2);  // ffn.pto:10:9
+                TileT2OB2 t2_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b2, 0);  // ffn.pto:10:9
+                TileT3OB2 t3_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b2, 122880);  // ffn.pto:10:9
+                using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView39 xGm39(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView39::Shape(t3_o_b2.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b2, xGm39);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB2 t4_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b2, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b2, t3_o_b2);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b2, t4_o_b2, t6_o_b2);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView40 h_own_twinGm40(h_own_twin + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView40::Shape(t2_o_b2.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm40, t2_o_b2);  // ffn.pto:10:9
+            }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
-                TileT5O t5_o;  // ffn.pto:10:9
-                TASSIGN(t5_o, 0);  // ffn.pto:10:9
-                TileT6O t6_o;  // ffn.pto:10:9
-                TASSIGN(t6_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm16(w1 + _g1 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o, w1Gm16);  // ffn.pto:10:9
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+                TileT5OB3 t5_o_b3;  // ffn.pto:10:9
+                TASSIGN(t5_o_b3, 131072);  // ffn.pto:10:9
+                TileT6OB3 t6_o_b3;  // ffn.pto:10:9
+                TASSIGN(t6_o_b3, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm41(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b3, w1Gm41);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o, t5_o);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o, 0);  // ffn.pto:10:9
-                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView17 xGm17(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o, xGm17);  // ffn.pto:10:9
+                TMOV(t6_o_b3, t5_o_b3);  // ffn.pto:10:9
+                TileT2OB3 t2_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b3, 16384);  // ffn.pto:10:9
+                TileT3OB3 t3_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b3, 139264);  // ffn.pto:10:9
+                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView42 xGm42(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView42::Shape(t3_o_b3.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b3, xGm42);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o, 0);  // ffn.pto:10:9
+                TileT4OB3 t4_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b3, 8192);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o, t3_o);  // ffn.pto:10:9
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                TMOV(t4_o_b3, t3_o_b3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o, t4_o, t6_o);  // ffn.pto:10:9
+                TMATMUL(t2_o_b3, t4_o_b3, t6_o_b3);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_own_twinGm18(h_own_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm18, t2_o);  // ffn.pto:10:9
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView43 h_own_twinGm43(h_own_twin + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView43::Shape(t2_o_b3.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm43, t2_o_b3);  // ffn.pto:10:9
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+                TileT5OB4 t5_o_b4;  // ffn.pto:10:9
+                TASSIGN(t5_o_b4, 147456);  // ffn.pto:10:9
+                TileT6OB4 t6_o_b4;  // ffn.pto:10:9
+                TASSIGN(t6_o_b4, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm44(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b4, w1Gm44);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b4, t5_o_b4);  // ffn.pto:10:9
+                TileT2OB4 t2_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b4, 0);  // ffn.pto:10:9
+                TileT3OB4 t3_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b4, 155648);  // ffn.pto:10:9
+                using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView45 xGm45(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView45::Shape(t3_o_b4.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b4, xGm45);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB4 t4_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b4, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b4, t3_o_b4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b4, t4_o_b4, t6_o_b4);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView46 h_own_twinGm46(h_own_twin + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView46::Shape(t2_o_b4.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm46, t2_o_b4);  // ffn.pto:10:9
+            }
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -602,9 +938,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 a_ownGm19(a_own, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, a_ownGm19);  // ffn.pto:16:12
+                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView47 a_ownGm47(a_own, GmView47::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm47);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -614,60 +950,100 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT34O t34_o;  // ffn.pto:16:12
                 TASSIGN(t34_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm20(w2);  // ffn.pto:16:12
-                TLOAD(t34_o, w2Gm20);  // ffn.pto:16:12
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm48(w2);  // ffn.pto:16:12
+                TLOAD(t34_o, w2Gm48);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT35O t35_o;  // ffn.pto:16:12
                 TASSIGN(t35_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t35_o, t34_o);  // ffn.pto:16:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t31_o, t33_o, t35_o);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 a_ownGm21(a_own + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o, a_ownGm21);  // ffn.pto:16:12
+                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_o_b0, 49152);  // ffn.pto:16:12
+                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView49 a_ownGm49(a_own + (1 + _k36_db * 3) * 64, GmView49::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o_b0, a_ownGm49);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t38_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t38_o, t37_o);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT39O t39_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView22 w2Gm22(w2 + _k36 * 64 * 64, GmView22::Shape(t39_o.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_o, w2Gm22);  // ffn.pto:16:12
+                    TMOV(t38_o_b0, t37_o_b0);  // ffn.pto:16:12
+                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_o_b0, 57344);  // ffn.pto:16:12
+                    using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView50 w2Gm50(w2 + (1 + _k36_db * 3) * 64 * 64, GmView50::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_o_b0, w2Gm50);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40O t40_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t40_o, 0);  // ffn.pto:16:12
+                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t40_o, t39_o);  // ffn.pto:16:12
+                    TMOV(t40_o_b0, t39_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t31_o, t31_o, t38_o, t40_o);  // ffn.pto:16:12
+                    TMATMUL_ACC(t31_o, t31_o, t38_o_b0, t40_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b1, 65536);  // ffn.pto:16:12
+                        using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView51 a_ownGm51(a_own + (_k36_db * 3 + _k36_dr + 2) * 64, GmView51::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b1, a_ownGm51);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t38_o_b1, 8192);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t38_o_b1, t37_o_b1);  // ffn.pto:16:12
+                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b1, 73728);  // ffn.pto:16:12
+                        using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView52 w2Gm52(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView52::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b1, w2Gm52);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t40_o_b1, 8192);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t40_o_b1, t39_o_b1);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t31_o, t31_o, t38_o_b1, t40_o_b1);  // ffn.pto:16:12
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                        TileT37OB2 t37_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b2, 81920);  // ffn.pto:16:12
+                        using GmView53 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView53 a_ownGm53(a_own + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView53::Shape(t37_o_b2.GetValidRow(), t37_o_b2.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b2, a_ownGm53);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT38OB2 t38_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t38_o_b2, 0);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t38_o_b2, t37_o_b2);  // ffn.pto:16:12
+                        TileT39OB2 t39_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b2, 90112);  // ffn.pto:16:12
+                        using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView54 w2Gm54(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView54::Shape(t39_o_b2.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b2, w2Gm54);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT40OB2 t40_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t40_o_b2, 0);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t40_o_b2, t39_o_b2);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t31_o, t31_o, t38_o_b2, t40_o_b2);  // ffn.pto:16:12
+                    }
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
-                TSTORE(yGm23, t31_o);  // ffn.pto:16:12
+                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView55 yGm55(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView55::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                TSTORE(yGm55, t31_o);  // ffn.pto:16:12
             }
         }
         pipe_barrier(PIPE_V);
@@ -717,9 +1093,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
                     TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView24 h_own_twinGm24(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_o_aiv0, h_own_twinGm24);  // ffn.pto:13:16
+                    using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView56 h_own_twinGm56(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView56::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_o_aiv0, h_own_twinGm56);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_o_aiv0, t8_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -739,16 +1115,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t9_o_aiv0, t11_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView25 a_own_twinGm25(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(a_own_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
+                    using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView57 a_own_twinGm57(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView57::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_own_twinGm57, t9_o_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
-                        using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView26 h_own_twinGm26(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv1, h_own_twinGm26);  // ffn.pto:13:16
+                        using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView58 h_own_twinGm58(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView58::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv1, h_own_twinGm58);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_o_aiv1, t8_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -766,9 +1142,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t9_o_aiv1, t11_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView27 a_own_twinGm27(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_own_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
+                        using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView59 a_own_twinGm59(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView59::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm59, t9_o_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -843,9 +1219,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT29OAiv1 t29_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
                     TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView28 h_own_twinGm28(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_o_aiv0, h_own_twinGm28);  // ffn.pto:15:16
+                    using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView60 h_own_twinGm60(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView60::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_o_aiv0, h_own_twinGm60);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_o_aiv0, t17_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -875,16 +1251,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t18_o_aiv0, t20_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView29 a_own_twinGm29(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(a_own_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
+                    using GmView61 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView61 a_own_twinGm61(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView61::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_own_twinGm61, t18_o_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
-                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView30 h_own_twinGm30(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv1, h_own_twinGm30);  // ffn.pto:15:16
+                        using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView62 h_own_twinGm62(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView62::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv1, h_own_twinGm62);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_o_aiv1, t17_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -912,9 +1288,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t18_o_aiv1, t20_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView31 a_own_twinGm31(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_own_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
+                        using GmView63 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView63 a_own_twinGm63(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView63::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm63, t18_o_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -952,52 +1328,172 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            TileT5EB0 t5_e_b0;  // ffn.pto:10:9
+            TASSIGN(t5_e_b0, 0);  // ffn.pto:10:9
+            TileT6EB0 t6_e_b0;  // ffn.pto:10:9
+            TASSIGN(t6_e_b0, 0);  // ffn.pto:10:9
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_e_b0, w1Gm0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6_e_b0, t5_e_b0);  // ffn.pto:10:9
+            TileT2EB0 t2_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t2_e_b0, 0);  // ffn.pto:10:9
+            TileT3EB0 t3_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t3_e_b0, 8192);  // ffn.pto:10:9
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_e_b0, xGm1);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4EB0 t4_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t4_e_b0, 0);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4_e_b0, t3_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2_e_b0, t4_e_b0, t6_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView2 h_ownGm2(h_own + _g1_f_db * 5 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_ownGm2, t2_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+                TileT5EB1 t5_e_b1;  // ffn.pto:10:9
+                TASSIGN(t5_e_b1, 16384);  // ffn.pto:10:9
+                TileT6EB1 t6_e_b1;  // ffn.pto:10:9
+                TASSIGN(t6_e_b1, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b1, w1Gm3);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b1, t5_e_b1);  // ffn.pto:10:9
+                TileT2EB1 t2_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b1, 16384);  // ffn.pto:10:9
+                TileT3EB1 t3_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b1, 24576);  // ffn.pto:10:9
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView4 xGm4(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView4::Shape(t3_e_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b1, xGm4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB1 t4_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b1, 8192);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b1, t3_e_b1);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b1, t4_e_b1, t6_e_b1);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView5 h_ownGm5(h_own + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm5, t2_e_b1);  // ffn.pto:10:9
+            }
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+                TileT5EB2 t5_e_b2;  // ffn.pto:10:9
+                TASSIGN(t5_e_b2, 32768);  // ffn.pto:10:9
+                TileT6EB2 t6_e_b2;  // ffn.pto:10:9
+                TASSIGN(t6_e_b2, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm6(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b2, w1Gm6);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b2, t5_e_b2);  // ffn.pto:10:9
+                TileT2EB2 t2_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b2, 0);  // ffn.pto:10:9
+                TileT3EB2 t3_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b2, 40960);  // ffn.pto:10:9
+                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView7 xGm7(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView7::Shape(t3_e_b2.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b2, xGm7);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB2 t4_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b2, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b2, t3_e_b2);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b2, t4_e_b2, t6_e_b2);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView8 h_ownGm8(h_own + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView8::Shape(t2_e_b2.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm8, t2_e_b2);  // ffn.pto:10:9
+            }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
-                TileT5E t5_e;  // ffn.pto:10:9
-                TASSIGN(t5_e, 0);  // ffn.pto:10:9
-                TileT6E t6_e;  // ffn.pto:10:9
-                TASSIGN(t6_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e, w1Gm0);  // ffn.pto:10:9
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+                TileT5EB3 t5_e_b3;  // ffn.pto:10:9
+                TASSIGN(t5_e_b3, 49152);  // ffn.pto:10:9
+                TileT6EB3 t6_e_b3;  // ffn.pto:10:9
+                TASSIGN(t6_e_b3, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm9(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b3, w1Gm9);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e, t5_e);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e, 0);  // ffn.pto:10:9
-                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e, xGm1);  // ffn.pto:10:9
+                TMOV(t6_e_b3, t5_e_b3);  // ffn.pto:10:9
+                TileT2EB3 t2_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b3, 16384);  // ffn.pto:10:9
+                TileT3EB3 t3_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b3, 57344);  // ffn.pto:10:9
+                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView10 xGm10(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView10::Shape(t3_e_b3.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b3, xGm10);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e, 0);  // ffn.pto:10:9
+                TileT4EB3 t4_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b3, 8192);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e, t3_e);  // ffn.pto:10:9
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                TMOV(t4_e_b3, t3_e_b3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e, t4_e, t6_e);  // ffn.pto:10:9
+                TMATMUL(t2_e_b3, t4_e_b3, t6_e_b3);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 h_ownGm2(h_own + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm2, t2_e);  // ffn.pto:10:9
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView11 h_ownGm11(h_own + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView11::Shape(t2_e_b3.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm11, t2_e_b3);  // ffn.pto:10:9
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+                TileT5EB4 t5_e_b4;  // ffn.pto:10:9
+                TASSIGN(t5_e_b4, 65536);  // ffn.pto:10:9
+                TileT6EB4 t6_e_b4;  // ffn.pto:10:9
+                TASSIGN(t6_e_b4, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm12(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_e_b4, w1Gm12);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_e_b4, t5_e_b4);  // ffn.pto:10:9
+                TileT2EB4 t2_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_e_b4, 0);  // ffn.pto:10:9
+                TileT3EB4 t3_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_e_b4, 73728);  // ffn.pto:10:9
+                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView13 xGm13(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView13::Shape(t3_e_b4.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_e_b4, xGm13);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4EB4 t4_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_e_b4, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_e_b4, t3_e_b4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_e_b4, t4_e_b4, t6_e_b4);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView14 h_ownGm14(h_own + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView14::Shape(t2_e_b4.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm14, t2_e_b4);  // ffn.pto:10:9
+            }
         }
         wait_flag_dev(1);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
@@ -1012,77 +1508,118 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_own_twinGm3(a_own_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_own_twinGm3);  // ffn.pto:16:12
+            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+            GmView15 a_own_twinGm15(a_own_twin, GmView15::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm15);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t33_e, t32_e);  // ffn.pto:16:12
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT34E t34_e;  // ffn.pto:16:12
             TASSIGN(t34_e, 0);  // ffn.pto:16:12
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm4(w2);  // ffn.pto:16:12
-            TLOAD(t34_e, w2Gm4);  // ffn.pto:16:12
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm16(w2);  // ffn.pto:16:12
+            TLOAD(t34_e, w2Gm16);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT35E t35_e;  // ffn.pto:16:12
             TASSIGN(t35_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t35_e, t34_e);  // ffn.pto:16:12
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t31_e, t33_e, t35_e);  // ffn.pto:16:12
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t37_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_own_twinGm5(a_own_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e, a_own_twinGm5);  // ffn.pto:16:12
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t37_e_b0, 0);  // ffn.pto:16:12
+                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView17 a_own_twinGm17(a_own_twin + (1 + _k36_db * 3) * 64, GmView17::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e_b0, a_own_twinGm17);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t38_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t38_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t38_e, t37_e);  // ffn.pto:16:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT39E t39_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t39_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView6 w2Gm6(w2 + _k36 * 64 * 64, GmView6::Shape(t39_e.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t39_e, w2Gm6);  // ffn.pto:16:12
+                TMOV(t38_e_b0, t37_e_b0);  // ffn.pto:16:12
+                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t39_e_b0, 8192);  // ffn.pto:16:12
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView18 w2Gm18(w2 + (1 + _k36_db * 3) * 64 * 64, GmView18::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t39_e_b0, w2Gm18);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT40E t40_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                TASSIGN(t40_e, 0);  // ffn.pto:16:12
+                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TASSIGN(t40_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t40_e, t39_e);  // ffn.pto:16:12
+                TMOV(t40_e_b0, t39_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t31_e, t31_e, t38_e, t40_e);  // ffn.pto:16:12
+                TMATMUL_ACC(t31_e, t31_e, t38_e_b0, t40_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_e_b1, 16384);  // ffn.pto:16:12
+                    using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView19 a_own_twinGm19(a_own_twin + (_k36_db * 3 + _k36_dr + 2) * 64, GmView19::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b1, a_own_twinGm19);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_e_b1, 8192);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t38_e_b1, t37_e_b1);  // ffn.pto:16:12
+                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_e_b1, 24576);  // ffn.pto:16:12
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView20 w2Gm20(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView20::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b1, w2Gm20);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_e_b1, 8192);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t40_e_b1, t39_e_b1);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t31_e, t31_e, t38_e_b1, t40_e_b1);  // ffn.pto:16:12
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                    TileT37EB2 t37_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_e_b2, 32768);  // ffn.pto:16:12
+                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView21 a_own_twinGm21(a_own_twin + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView21::Shape(t37_e_b2.GetValidRow(), t37_e_b2.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b2, a_own_twinGm21);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38EB2 t38_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_e_b2, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t38_e_b2, t37_e_b2);  // ffn.pto:16:12
+                    TileT39EB2 t39_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_e_b2, 40960);  // ffn.pto:16:12
+                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView22 w2Gm22(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView22::Shape(t39_e_b2.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b2, w2Gm22);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT40EB2 t40_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_e_b2, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t40_e_b2, t39_e_b2);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t31_e, t31_e, t38_e_b2, t40_e_b2);  // ffn.pto:16:12
+                }
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView7 yGm7(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
-            TSTORE(yGm7, t31_e);  // ffn.pto:16:12
+            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+            GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView23::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            TSTORE(yGm23, t31_e);  // ffn.pto:16:12
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < min_i64(max_i64(1 - max_i64(act, -act), 0), 1); ++_br0) {  // ffn.pto:12:5
                 for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g7 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
@@ -1100,53 +1637,172 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag_dev(3);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            TileT5OB0 t5_o_b0;  // ffn.pto:10:9
+            TASSIGN(t5_o_b0, 81920);  // ffn.pto:10:9
+            TileT6OB0 t6_o_b0;  // ffn.pto:10:9
+            TASSIGN(t6_o_b0, 0);  // ffn.pto:10:9
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm32(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_o_b0, w1Gm32);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6_o_b0, t5_o_b0);  // ffn.pto:10:9
+            TileT2OB0 t2_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t2_o_b0, 0);  // ffn.pto:10:9
+            TileT3OB0 t3_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t3_o_b0, 90112);  // ffn.pto:10:9
+            using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView33 xGm33(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView33::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_o_b0, xGm33);  // ffn.pto:10:9
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4OB0 t4_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+            TASSIGN(t4_o_b0, 0);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4_o_b0, t3_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2_o_b0, t4_o_b0, t6_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView34 h_own_twinGm34(h_own_twin + _g1_f_db * 5 % 4 * 64, GmView34::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_own_twinGm34, t2_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+                TileT5OB1 t5_o_b1;  // ffn.pto:10:9
+                TASSIGN(t5_o_b1, 98304);  // ffn.pto:10:9
+                TileT6OB1 t6_o_b1;  // ffn.pto:10:9
+                TASSIGN(t6_o_b1, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm35(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b1, w1Gm35);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b1, t5_o_b1);  // ffn.pto:10:9
+                TileT2OB1 t2_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b1, 16384);  // ffn.pto:10:9
+                TileT3OB1 t3_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b1, 106496);  // ffn.pto:10:9
+                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView36 xGm36(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView36::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b1, xGm36);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB1 t4_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b1, 8192);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b1, t3_o_b1);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b1, t4_o_b1, t6_o_b1);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView37 h_own_twinGm37(h_own_twin + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView37::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm37, t2_o_b1);  // ffn.pto:10:9
+            }
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+                TileT5OB2 t5_o_b2;  // ffn.pto:10:9
+                TASSIGN(t5_o_b2, 114688);  // ffn.pto:10:9
+                TileT6OB2 t6_o_b2;  // ffn.pto:10:9
+                TASSIGN(t6_o_b2, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm38(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b2, w1Gm38);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b2, t5_o_b2);  // ffn.pto:10:9
+                TileT2OB2 t2_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b2, 0);  // ffn.pto:10:9
+                TileT3OB2 t3_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b2, 122880);  // ffn.pto:10:9
+                using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView39 xGm39(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView39::Shape(t3_o_b2.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b2, xGm39);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB2 t4_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b2, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b2, t3_o_b2);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b2, t4_o_b2, t6_o_b2);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView40 h_own_twinGm40(h_own_twin + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView40::Shape(t2_o_b2.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm40, t2_o_b2);  // ffn.pto:10:9
+            }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
-                TileT5O t5_o;  // ffn.pto:10:9
-                TASSIGN(t5_o, 0);  // ffn.pto:10:9
-                TileT6O t6_o;  // ffn.pto:10:9
-                TASSIGN(t6_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm16(w1 + _g1 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o, w1Gm16);  // ffn.pto:10:9
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+                TileT5OB3 t5_o_b3;  // ffn.pto:10:9
+                TASSIGN(t5_o_b3, 131072);  // ffn.pto:10:9
+                TileT6OB3 t6_o_b3;  // ffn.pto:10:9
+                TASSIGN(t6_o_b3, 8192);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm41(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b3, w1Gm41);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o, t5_o);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o, 0);  // ffn.pto:10:9
-                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView17 xGm17(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o, xGm17);  // ffn.pto:10:9
+                TMOV(t6_o_b3, t5_o_b3);  // ffn.pto:10:9
+                TileT2OB3 t2_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b3, 16384);  // ffn.pto:10:9
+                TileT3OB3 t3_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b3, 139264);  // ffn.pto:10:9
+                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView42 xGm42(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView42::Shape(t3_o_b3.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b3, xGm42);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o, 0);  // ffn.pto:10:9
+                TileT4OB3 t4_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b3, 8192);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o, t3_o);  // ffn.pto:10:9
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                TMOV(t4_o_b3, t3_o_b3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o, t4_o, t6_o);  // ffn.pto:10:9
+                TMATMUL(t2_o_b3, t4_o_b3, t6_o_b3);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_own_twinGm18(h_own_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm18, t2_o);  // ffn.pto:10:9
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView43 h_own_twinGm43(h_own_twin + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView43::Shape(t2_o_b3.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm43, t2_o_b3);  // ffn.pto:10:9
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+                TileT5OB4 t5_o_b4;  // ffn.pto:10:9
+                TASSIGN(t5_o_b4, 147456);  // ffn.pto:10:9
+                TileT6OB4 t6_o_b4;  // ffn.pto:10:9
+                TASSIGN(t6_o_b4, 0);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm44(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b4, w1Gm44);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6_o_b4, t5_o_b4);  // ffn.pto:10:9
+                TileT2OB4 t2_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t2_o_b4, 0);  // ffn.pto:10:9
+                TileT3OB4 t3_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t3_o_b4, 155648);  // ffn.pto:10:9
+                using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView45 xGm45(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView45::Shape(t3_o_b4.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b4, xGm45);  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4OB4 t4_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
+                TASSIGN(t4_o_b4, 0);  // ffn.pto:10:9
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4_o_b4, t3_o_b4);  // ffn.pto:10:9
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t2_o_b4, t4_o_b4, t6_o_b4);  // ffn.pto:10:9
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView46 h_own_twinGm46(h_own_twin + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView46::Shape(t2_o_b4.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm46, t2_o_b4);  // ffn.pto:10:9
+            }
         }
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1154,17 +1810,17 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag_dev(4);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
                 TileT31O t31_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
-                using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 a_ownGm19(a_own, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, a_ownGm19);  // ffn.pto:16:12
+                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView47 a_ownGm47(a_own, GmView47::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm47);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -1174,60 +1830,100 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT34O t34_o;  // ffn.pto:16:12
                 TASSIGN(t34_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm20(w2);  // ffn.pto:16:12
-                TLOAD(t34_o, w2Gm20);  // ffn.pto:16:12
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm48(w2);  // ffn.pto:16:12
+                TLOAD(t34_o, w2Gm48);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT35O t35_o;  // ffn.pto:16:12
                 TASSIGN(t35_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t35_o, t34_o);  // ffn.pto:16:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t31_o, t33_o, t35_o);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 a_ownGm21(a_own + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o, a_ownGm21);  // ffn.pto:16:12
+                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_o_b0, 49152);  // ffn.pto:16:12
+                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView49 a_ownGm49(a_own + (1 + _k36_db * 3) * 64, GmView49::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o_b0, a_ownGm49);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t38_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t38_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t38_o, t37_o);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT39O t39_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView22 w2Gm22(w2 + _k36 * 64 * 64, GmView22::Shape(t39_o.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_o, w2Gm22);  // ffn.pto:16:12
+                    TMOV(t38_o_b0, t37_o_b0);  // ffn.pto:16:12
+                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_o_b0, 57344);  // ffn.pto:16:12
+                    using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView50 w2Gm50(w2 + (1 + _k36_db * 3) * 64 * 64, GmView50::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_o_b0, w2Gm50);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40O t40_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t40_o, 0);  // ffn.pto:16:12
+                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t40_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t40_o, t39_o);  // ffn.pto:16:12
+                    TMOV(t40_o_b0, t39_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t31_o, t31_o, t38_o, t40_o);  // ffn.pto:16:12
+                    TMATMUL_ACC(t31_o, t31_o, t38_o_b0, t40_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b1, 65536);  // ffn.pto:16:12
+                        using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView51 a_ownGm51(a_own + (_k36_db * 3 + _k36_dr + 2) * 64, GmView51::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b1, a_ownGm51);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t38_o_b1, 8192);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t38_o_b1, t37_o_b1);  // ffn.pto:16:12
+                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b1, 73728);  // ffn.pto:16:12
+                        using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView52 w2Gm52(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView52::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b1, w2Gm52);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t40_o_b1, 8192);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t40_o_b1, t39_o_b1);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t31_o, t31_o, t38_o_b1, t40_o_b1);  // ffn.pto:16:12
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                        TileT37OB2 t37_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b2, 81920);  // ffn.pto:16:12
+                        using GmView53 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView53 a_ownGm53(a_own + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView53::Shape(t37_o_b2.GetValidRow(), t37_o_b2.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b2, a_ownGm53);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT38OB2 t38_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t38_o_b2, 0);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t38_o_b2, t37_o_b2);  // ffn.pto:16:12
+                        TileT39OB2 t39_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b2, 90112);  // ffn.pto:16:12
+                        using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView54 w2Gm54(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView54::Shape(t39_o_b2.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b2, w2Gm54);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT40OB2 t40_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
+                        TASSIGN(t40_o_b2, 0);  // ffn.pto:16:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t40_o_b2, t39_o_b2);  // ffn.pto:16:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t31_o, t31_o, t38_o_b2, t40_o_b2);  // ffn.pto:16:12
+                    }
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
-                TSTORE(yGm23, t31_o);  // ffn.pto:16:12
+                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView55 yGm55(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView55::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                TSTORE(yGm55, t31_o);  // ffn.pto:16:12
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
@@ -1272,12 +1968,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
         pipe_barrier(PIPE_V);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
             }
         }
         for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk1) {  // ffn.pto:10:9
-            for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
+            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                }
+                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                }
             }
         }
         wait_flag_dev(2);
@@ -1326,9 +2032,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView8 h_ownGm8(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv0, h_ownGm8);  // ffn.pto:13:16
+                        using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView24 h_ownGm24(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView24::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv0, h_ownGm24);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1364,18 +2070,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView9 a_ownGm9(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_ownGm9, t9_e_aiv0);  // ffn.pto:13:16
+                        using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView25 a_ownGm25(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView25::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm25, t9_e_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
-                            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView10 h_ownGm10(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_e_aiv1, h_ownGm10);  // ffn.pto:13:16
+                            using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView26 h_ownGm26(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView26::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_e_aiv1, h_ownGm26);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1409,9 +2115,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView11 a_ownGm11(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(a_ownGm11, t9_e_aiv1);  // ffn.pto:13:16
+                            using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView27 a_ownGm27(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView27::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_ownGm27, t9_e_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1488,9 +2194,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView12 h_ownGm12(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv0, h_ownGm12);  // ffn.pto:15:16
+                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView28 h_ownGm28(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView28::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv0, h_ownGm28);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1546,18 +2252,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView13 a_ownGm13(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_ownGm13, t18_e_aiv0);  // ffn.pto:15:16
+                        using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView29 a_ownGm29(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView29::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm29, t18_e_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
-                            using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView14 h_ownGm14(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_e_aiv1, h_ownGm14);  // ffn.pto:15:16
+                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView30 h_ownGm30(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView30::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_e_aiv1, h_ownGm30);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1611,9 +2317,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView15 a_ownGm15(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(a_ownGm15, t18_e_aiv1);  // ffn.pto:15:16
+                            using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView31 a_ownGm31(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView31::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_ownGm31, t18_e_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1629,13 +2335,23 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
-            for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
+            }
+            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
             }
         }
         for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
-                for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
+                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                    }
+                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                    }
                 }
             }
         }
@@ -1686,9 +2402,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView24 h_own_twinGm24(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv0, h_own_twinGm24);  // ffn.pto:13:16
+                        using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView56 h_own_twinGm56(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView56::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv0, h_own_twinGm56);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1724,18 +2440,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView25 a_own_twinGm25(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_own_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
+                        using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView57 a_own_twinGm57(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView57::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm57, t9_o_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
-                            using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView26 h_own_twinGm26(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_o_aiv1, h_own_twinGm26);  // ffn.pto:13:16
+                            using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView58 h_own_twinGm58(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView58::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_o_aiv1, h_own_twinGm58);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1769,9 +2485,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView27 a_own_twinGm27(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(a_own_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
+                            using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView59 a_own_twinGm59(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView59::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_own_twinGm59, t9_o_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1848,9 +2564,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView28 h_own_twinGm28(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv0, h_own_twinGm28);  // ffn.pto:15:16
+                        using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView60 h_own_twinGm60(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView60::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv0, h_own_twinGm60);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1906,18 +2622,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView29 a_own_twinGm29(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_own_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
+                        using GmView61 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView61 a_own_twinGm61(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView61::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm61, t18_o_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
-                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView30 h_own_twinGm30(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_o_aiv1, h_own_twinGm30);  // ffn.pto:15:16
+                            using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView62 h_own_twinGm62(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView62::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_o_aiv1, h_own_twinGm62);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1971,9 +2687,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView31 a_own_twinGm31(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(a_own_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
+                            using GmView63 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView63 a_own_twinGm63(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView63::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_own_twinGm63, t18_o_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

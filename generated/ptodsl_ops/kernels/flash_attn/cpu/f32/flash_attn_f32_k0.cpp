@@ -36,10 +36,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT8B2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11B2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -281,48 +289,110 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-                        TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t8, 0);  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
+                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t8_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t8, qGm2);  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 3) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t8_b0, qGm2);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t9, 0);  // flash_attn.pto:22:13
+                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t9_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t9, t8);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t10, 0);  // flash_attn.pto:22:13
+                        TMOV(t9_b0, t8_b0);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t10_b0, 32768);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 3) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t10_b0, kj_firstGm3);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t11, 0);  // flash_attn.pto:22:13
+                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t11_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t11, t10);  // flash_attn.pto:22:13
+                        TMOV(t11_b0, t10_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
+                        TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
+                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t8_b1, 65536);  // flash_attn.pto:22:13
+                            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t8_b1, qGm4);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t9_b1, 32768);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t9_b1, t8_b1);  // flash_attn.pto:22:13
+                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t10_b1, 98304);  // flash_attn.pto:22:13
+                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t10_b1, kj_firstGm5);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t11_b1, 32768);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t11_b1, t10_b1);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // flash_attn.pto:22:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
+                            TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t8_b2, 131072);  // flash_attn.pto:22:13
+                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t8_b2, qGm6);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t9_b2, 0);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t9_b2, t8_b2);  // flash_attn.pto:22:13
+                            TileT10B2 t10_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t10_b2, 163840);  // flash_attn.pto:22:13
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t10_b2, kj_firstGm7);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT11B2 t11_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t11_b2, 0);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t11_b2, t10_b2);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView4 t0_first_ownGm4(t0_first_own + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_first_ownGm4, t2);  // flash_attn.pto:22:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 t0_first_ownGm8(t0_first_own + _g1 * 64, GmView8::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm8, t2);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -353,17 +423,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
                     TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
                     TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView5 t0_first_ownGm5(t0_first_own + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t14_aiv0, t0_first_ownGm5);  // flash_attn.pto:22:13
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView9 t0_first_ownGm9(t0_first_own + _g13 * 128, GmView9::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t14_aiv0, t0_first_ownGm9);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView6 s_first_ownGm6(s_first_own + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_first_ownGm6, t15_aiv0);  // flash_attn.pto:22:13
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView10 s_first_ownGm10(s_first_own + _g13 * 128, GmView10::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_first_ownGm10, t15_aiv0);  // flash_attn.pto:22:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // flash_attn.pto:24:20
                     TASSIGN(tmp0, 101376);  // flash_attn.pto:24:20
@@ -371,17 +441,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView7 t0_first_ownGm7(t0_first_own + 4096 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t14_aiv1, t0_first_ownGm7);  // flash_attn.pto:22:13
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView11 t0_first_ownGm11(t0_first_own + 4096 + _g13 * 128, GmView11::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv1, t0_first_ownGm11);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView8 s_first_ownGm8(s_first_own + 4096 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_first_ownGm8, t15_aiv1);  // flash_attn.pto:22:13
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView12 s_first_ownGm12(s_first_own + 4096 + _g13 * 128, GmView12::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm12, t15_aiv1);  // flash_attn.pto:22:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // flash_attn.pto:24:20
                         TASSIGN(tmp1, 101376);  // flash_attn.pto:24:20
@@ -401,18 +471,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                 TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-                TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                GmView13 mGm13(m + _qb0 * 64, GmView13::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                TSTORE(mGm13, t17_aiv0);  // flash_attn.pto:24:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                    GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-                    TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView14 mGm14(m + _qb0 * 64 + 32, GmView14::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm14, t17_aiv1);  // flash_attn.pto:24:20
                     TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
@@ -433,9 +503,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
                     TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                     TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                    GmView11 s_first_ownGm11(s_first_own + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-                    TLOAD(t23_aiv0, s_first_ownGm11);  // flash_attn.pto:25:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                    GmView15 s_first_ownGm15(s_first_own + _g22 * 128, GmView15::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                    TLOAD(t23_aiv0, s_first_ownGm15);  // flash_attn.pto:25:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
@@ -445,9 +515,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                    GmView12 p_first_ownGm12(p_first_own + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-                    TSTORE(p_first_ownGm12, t30_aiv0);  // flash_attn.pto:25:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                    GmView16 p_first_ownGm16(p_first_own + _g22 * 128, GmView16::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                    TSTORE(p_first_ownGm16, t30_aiv0);  // flash_attn.pto:25:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // flash_attn.pto:26:20
                     TASSIGN(tmp3, 101376);  // flash_attn.pto:26:20
@@ -455,9 +525,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                        GmView13 s_first_ownGm13(s_first_own + 4096 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                        TLOAD(t23_aiv1, s_first_ownGm13);  // flash_attn.pto:25:21
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView17 s_first_ownGm17(s_first_own + 4096 + _g22 * 128, GmView17::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv1, s_first_ownGm17);  // flash_attn.pto:25:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
@@ -467,9 +537,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                        GmView14 p_first_ownGm14(p_first_own + 4096 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                        TSTORE(p_first_ownGm14, t30_aiv1);  // flash_attn.pto:25:17
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView18 p_first_ownGm18(p_first_own + 4096 + _g22 * 128, GmView18::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm18, t30_aiv1);  // flash_attn.pto:25:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // flash_attn.pto:26:20
                         TASSIGN(tmp5, 101376);  // flash_attn.pto:26:20
@@ -490,43 +560,43 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-                TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                GmView19 lGm19(l + _qb0 * 64, GmView19::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                TSTORE(lGm19, t32_aiv0);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
-                TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                GmView20 accGm20(acc + _qb0 * 64 * D, GmView20::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:27:13
+                TSTORE(accGm20, t37_aiv0);  // flash_attn.pto:27:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-                TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                GmView21 alphaGm21(alpha + _qb0 * 64, GmView21::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                TSTORE(alphaGm21, t39_aiv0);  // flash_attn.pto:28:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                    GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-                    TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm22, t32_aiv1);  // flash_attn.pto:26:20
                     TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                    GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
-                    TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView23 accGm23(acc + (_qb0 * 64 + 32) * D, GmView23::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm23, t37_aiv1);  // flash_attn.pto:27:13
                     TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                    GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-                    TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView24 alphaGm24(alpha + _qb0 * 64 + 32, GmView24::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm24, t39_aiv1);  // flash_attn.pto:28:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -540,23 +610,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
                     TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
                     TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView21 p_first_ownGm21(p_first_own + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                    TLOAD(t42_aiv0, p_first_ownGm21);  // flash_attn.pto:29:21
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView25 p_first_ownGm25(p_first_own + _g41 * 128, GmView25::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TLOAD(t42_aiv0, p_first_ownGm25);  // flash_attn.pto:29:21
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                    TSTORE(ptGm22, t42_aiv0);  // flash_attn.pto:29:21
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView26 ptGm26(pt + _qb0 * 64 * 128 + _g41 * 128, GmView26::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TSTORE(ptGm26, t42_aiv0);  // flash_attn.pto:29:21
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView23 p_first_ownGm23(p_first_own + 4096 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                        TLOAD(t42_aiv1, p_first_ownGm23);  // flash_attn.pto:29:21
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView27 p_first_ownGm27(p_first_own + 4096 + _g41 * 128, GmView27::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv1, p_first_ownGm27);  // flash_attn.pto:29:21
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                        TSTORE(ptGm24, t42_aiv1);  // flash_attn.pto:29:21
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView28 ptGm28(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView28::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm28, t42_aiv1);  // flash_attn.pto:29:21
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -576,9 +646,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t50, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView25 vj_firstGm25(vj_first + _g45 * 64, GmView25::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t49, vj_firstGm25);  // flash_attn.pto:43:36
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView29 vj_firstGm29(vj_first + _g45 * 64, GmView29::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm29);  // flash_attn.pto:43:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -589,9 +659,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t47, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView26 ptGm26(pt + _qb0 * 64 * 128, GmView26::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t47, ptGm26);  // flash_attn.pto:43:36
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView30 ptGm30(pt + _qb0 * 64 * 128, GmView30::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm30);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t48, 0);  // flash_attn.pto:43:36
@@ -608,9 +678,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
                             TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                            GmView27 ptGm27(pt + _qb0 * 64 * 128 + _k51 * 128, GmView27::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-                            TLOAD(t52, ptGm27);  // flash_attn.pto:43:36
+                            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView31 ptGm31(pt + _qb0 * 64 * 128 + _k51 * 128, GmView31::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm31);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t53, 0);  // flash_attn.pto:43:36
@@ -620,9 +690,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                             TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t54, 0);  // flash_attn.pto:43:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                            GmView28 vj_firstGm28(vj_first + _k51 * 128 * D + _g45 * 64, GmView28::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
-                            TLOAD(t54, vj_firstGm28);  // flash_attn.pto:43:36
+                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView32 vj_firstGm32(vj_first + _k51 * 128 * D + _g45 * 64, GmView32::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm32);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t55, 0);  // flash_attn.pto:43:36
@@ -636,9 +706,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView29 t15_first_ownGm29(t15_first_own + _g45 * 64, GmView29::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
-                        TSTORE(t15_first_ownGm29, t46);  // flash_attn.pto:43:36
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView33 t15_first_ownGm33(t15_first_own + _g45 * 64, GmView33::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm33, t46);  // flash_attn.pto:43:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -672,13 +742,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
                     TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
                     TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView30 accGm30(acc + _qb0 * 64 * D, GmView30::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t57_aiv0, accGm30);  // flash_attn.pto:43:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView34 accGm34(acc + _qb0 * 64 * D, GmView34::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t57_aiv0, accGm34);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                    GmView31 alphaGm31(alpha + _qb0 * 64, GmView31::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-                    TLOAD(t58_aiv0, alphaGm31);  // flash_attn.pto:43:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                    GmView35 alphaGm35(alpha + _qb0 * 64, GmView35::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                    TLOAD(t58_aiv0, alphaGm35);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp6(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
@@ -686,9 +756,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp6, t58_aiv0);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                     TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp6);  // flash_attn.pto:43:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView32 t15_first_ownGm32(t15_first_own, GmView32::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t63_aiv0, t15_first_ownGm32);  // flash_attn.pto:43:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView36 t15_first_ownGm36(t15_first_own, GmView36::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t63_aiv0, t15_first_ownGm36);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -696,13 +766,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView33 accGm33(acc + _qb0 * 64 * D, GmView33::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm33, t64_aiv0);  // flash_attn.pto:43:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView37 accGm37(acc + _qb0 * 64 * D, GmView37::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm37, t64_aiv0);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                    GmView34 lGm34(l + _qb0 * 64, GmView34::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-                    TLOAD(t67_aiv0, lGm34);  // flash_attn.pto:44:25
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                    GmView38 lGm38(l + _qb0 * 64, GmView38::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                    TLOAD(t67_aiv0, lGm38);  // flash_attn.pto:44:25
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -713,18 +783,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp7);  // flash_attn.pto:44:25
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView35 oGm35(o + _qb0 * 64 * D, GmView35::Shape(t69_aiv0.GetValidRow(), t69_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm35, t69_aiv0);  // flash_attn.pto:44:20
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView39 oGm39(o + _qb0 * 64 * D, GmView39::Shape(t69_aiv0.GetValidRow(), t69_aiv0.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm39, t69_aiv0);  // flash_attn.pto:44:20
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView36 accGm36(acc + (_qb0 * 64 + 32) * D, GmView36::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t57_aiv1, accGm36);  // flash_attn.pto:43:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView40 accGm40(acc + (_qb0 * 64 + 32) * D, GmView40::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv1, accGm40);  // flash_attn.pto:43:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                        GmView37 alphaGm37(alpha + _qb0 * 64 + 32, GmView37::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-                        TLOAD(t58_aiv1, alphaGm37);  // flash_attn.pto:43:22
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView41 alphaGm41(alpha + _qb0 * 64 + 32, GmView41::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv1, alphaGm41);  // flash_attn.pto:43:22
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
@@ -732,9 +802,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                         TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView38 t15_first_ownGm38(t15_first_own + D * 32, GmView38::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t63_aiv1, t15_first_ownGm38);  // flash_attn.pto:43:22
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView42 t15_first_ownGm42(t15_first_own + D * 32, GmView42::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv1, t15_first_ownGm42);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -742,12 +812,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView39 accGm39(acc + (_qb0 * 64 + 32) * D, GmView39::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm39, t64_aiv1);  // flash_attn.pto:43:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                        GmView40 lGm40(l + _qb0 * 64 + 32, GmView40::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-                        TLOAD(t67_aiv1, lGm40);  // flash_attn.pto:44:25
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView43 accGm43(acc + (_qb0 * 64 + 32) * D, GmView43::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm43, t64_aiv1);  // flash_attn.pto:43:22
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView44 lGm44(l + _qb0 * 64 + 32, GmView44::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv1, lGm44);  // flash_attn.pto:44:25
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -758,9 +828,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp9);  // flash_attn.pto:44:25
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView41 oGm41(o + (_qb0 * 64 + 32) * D, GmView41::Shape(t69_aiv1.GetValidRow(), t69_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm41, t69_aiv1);  // flash_attn.pto:44:20
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView45 oGm45(o + (_qb0 * 64 + 32) * D, GmView45::Shape(t69_aiv1.GetValidRow(), t69_aiv1.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm45, t69_aiv1);  // flash_attn.pto:44:20
                     }
                 }
             }
@@ -776,9 +846,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
-            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView42 qGm42(q + _qb0 * 64 * D, GmView42::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t76, qGm42);  // flash_attn.pto:22:13
+            using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView46 qGm46(q + _qb0 * 64 * D, GmView46::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm46);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
@@ -788,13 +858,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
-            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-            GmView43 mGm43(m + _qb0 * 64, GmView43::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-            TLOAD(held0_aiv0, mGm43);  // flash_attn.pto:34:21
+            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+            GmView47 mGm47(m + _qb0 * 64, GmView47::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+            TLOAD(held0_aiv0, mGm47);  // flash_attn.pto:34:21
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
-                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView44 mGm44(m + _qb0 * 64 + 32, GmView44::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(held0_aiv1, mGm44);  // flash_attn.pto:34:21
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView48 mGm48(m + _qb0 * 64 + 32, GmView48::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv1, mGm48);  // flash_attn.pto:34:21
             }
         }
         TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
@@ -802,13 +872,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
         TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
-            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView45 lGm45(l + _qb0 * 64, GmView45::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TLOAD(held1_aiv0, lGm45);  // flash_attn.pto:37:20
+            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView49 lGm49(l + _qb0 * 64, GmView49::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(held1_aiv0, lGm49);  // flash_attn.pto:37:20
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView46 lGm46(l + _qb0 * 64 + 32, GmView46::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(held1_aiv1, lGm46);  // flash_attn.pto:37:20
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView50 lGm50(l + _qb0 * 64 + 32, GmView50::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv1, lGm50);  // flash_attn.pto:37:20
             }
         }
         TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
@@ -816,13 +886,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
         TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
-            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView47 accGm47(acc + _qb0 * 64 * D, GmView47::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(held2_aiv0, accGm47);  // flash_attn.pto:40:22
+            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView51 accGm51(acc + _qb0 * 64 * D, GmView51::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(held2_aiv0, accGm51);  // flash_attn.pto:40:22
             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
-                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView48 accGm48(acc + (_qb0 * 64 + 32) * D, GmView48::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(held2_aiv1, accGm48);  // flash_attn.pto:40:22
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView52 accGm52(acc + (_qb0 * 64 + 32) * D, GmView52::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv1, accGm52);  // flash_attn.pto:40:22
             }
         }
         TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
@@ -830,13 +900,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
         TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
         for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
-            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-            GmView49 alphaGm49(alpha + _qb0 * 64, GmView49::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-            TLOAD(held3_aiv0, alphaGm49);  // flash_attn.pto:40:22
+            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView53 alphaGm53(alpha + _qb0 * 64, GmView53::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(held3_aiv0, alphaGm53);  // flash_attn.pto:40:22
             for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView50 alphaGm50(alpha + _qb0 * 64 + 32, GmView50::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(held3_aiv1, alphaGm50);  // flash_attn.pto:40:22
+                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView54 alphaGm54(alpha + _qb0 * 64 + 32, GmView54::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv1, alphaGm54);  // flash_attn.pto:40:22
             }
         }
         pipe_barrier(PIPE_V);
@@ -871,9 +941,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t79, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView51 kjGm51(kj + _g74 * 64 * D, GmView51::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t78, kjGm51);  // flash_attn.pto:22:13
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView55 kjGm55(kj + _g74 * 64 * D, GmView55::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm55);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -897,9 +967,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t81, 32768);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView52 qGm52(q + _qb0 * 64 * D + _k80 * 128, GmView52::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t81, qGm52);  // flash_attn.pto:22:13
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView56 qGm56(q + _qb0 * 64 * D + _k80 * 128, GmView56::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm56);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t82, 0);  // flash_attn.pto:22:13
@@ -910,9 +980,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView53 kjGm53(kj + _g74 * 64 * D + _k80 * 128, GmView53::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t83, kjGm53);  // flash_attn.pto:22:13
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView57 kjGm57(kj + _g74 * 64 * D + _k80 * 128, GmView57::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm57);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t84, 0);  // flash_attn.pto:22:13
@@ -930,9 +1000,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView54 t0_ownGm54(t0_own + _g74 * 64, GmView54::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(t0_ownGm54, t75);  // flash_attn.pto:22:13
+                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView58 t0_ownGm58(t0_own + _g74 * 64, GmView58::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0_ownGm58, t75);  // flash_attn.pto:22:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -950,17 +1020,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
             TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 35840);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-            GmView55 t0_ownGm55(t0_own, GmView55::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-            TLOAD(t87_aiv0, t0_ownGm55);  // flash_attn.pto:22:13
+            using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView59 t0_ownGm59(t0_own, GmView59::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TLOAD(t87_aiv0, t0_ownGm59);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:22:13
-                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView56 t0_ownGm56(t0_own + 4096, GmView56::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                TLOAD(t87_aiv1, t0_ownGm56);  // flash_attn.pto:22:13
+                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView60 t0_ownGm60(t0_own + 4096, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv1, t0_ownGm60);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
@@ -969,9 +1039,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             TileT92 t92(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
             TASSIGN(t92, 32768);  // flash_attn.pto:33:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-            GmView57 ptGm57(pt + _qb0 * 64 * 128, GmView57::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
-            TLOAD(t92, ptGm57);  // flash_attn.pto:33:18
+            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView61 ptGm61(pt + _qb0 * 64 * 128, GmView61::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm61);  // flash_attn.pto:33:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -985,9 +1055,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t95, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView58 vprevGm58(vprev + _g90 * 64, GmView58::Shape(t94.GetValidCol()), GmView58::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm58);  // flash_attn.pto:33:18
+                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView62 vprevGm62(vprev + _g90 * 64, GmView62::Shape(t94.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm62);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1005,9 +1075,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView59 pv_ownGm59(pv_own + _g90 * 64, GmView59::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView59::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_ownGm59, t91);  // flash_attn.pto:33:18
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView63 pv_ownGm63(pv_own + _g90 * 64, GmView63::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm63, t91);  // flash_attn.pto:33:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1081,18 +1151,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-            GmView60 ptGm60(pt + _qb0 * 64 * 128, GmView60::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-            TSTORE(ptGm60, t121_aiv0);  // flash_attn.pto:39:21
+            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+            GmView64 ptGm64(pt + _qb0 * 64 * 128, GmView64::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            TSTORE(ptGm64, t121_aiv0);  // flash_attn.pto:39:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TileTmp1 tmp13(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
             TASSIGN(tmp13, 101376);  // flash_attn.pto:40:22
             TROWEXPAND(tmp13, held3_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
             TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp13);  // flash_attn.pto:40:22
-            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView61 pv_ownGm61(pv_own, GmView61::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView61::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t148_aiv0, pv_ownGm61);  // flash_attn.pto:40:22
+            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView65 pv_ownGm65(pv_own, GmView65::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t148_aiv0, pv_ownGm65);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1130,17 +1200,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:38:13
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                GmView62 ptGm62(pt + (_qb0 * 64 + 32) * 128, GmView62::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm62, t121_aiv1);  // flash_attn.pto:39:21
+                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView66 ptGm66(pt + (_qb0 * 64 + 32) * 128, GmView66::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm66, t121_aiv1);  // flash_attn.pto:39:21
                 TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
                 TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
-                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView63 pv_ownGm63(pv_own + D * 32, GmView63::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t148_aiv1, pv_ownGm63);  // flash_attn.pto:40:22
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView67 pv_ownGm67(pv_own + D * 32, GmView67::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv1, pv_ownGm67);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1168,44 +1238,44 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
-            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-            GmView64 alphaGm64(alpha + _qb0 * 64, GmView64::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-            TSTORE(alphaGm64, held3_aiv0);  // flash_attn.pto:41:13
+            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView68 alphaGm68(alpha + _qb0 * 64, GmView68::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm68, held3_aiv0);  // flash_attn.pto:41:13
             for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
-                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView65 alphaGm65(alpha + _qb0 * 64 + 32, GmView65::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm65, held3_aiv1);  // flash_attn.pto:41:13
+                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView69 alphaGm69(alpha + _qb0 * 64 + 32, GmView69::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm69, held3_aiv1);  // flash_attn.pto:41:13
             }
         }
         for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
-            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView66 accGm66(acc + _qb0 * 64 * D, GmView66::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView66::Stride(D));  // flash_attn.pto:40:22
-            TSTORE(accGm66, held2_aiv0);  // flash_attn.pto:40:22
+            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView70 accGm70(acc + _qb0 * 64 * D, GmView70::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView70::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm70, held2_aiv0);  // flash_attn.pto:40:22
             for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
-                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView67 accGm67(acc + (_qb0 * 64 + 32) * D, GmView67::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm67, held2_aiv1);  // flash_attn.pto:40:22
+                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView71 accGm71(acc + (_qb0 * 64 + 32) * D, GmView71::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView71::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm71, held2_aiv1);  // flash_attn.pto:40:22
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
-            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView68 lGm68(l + _qb0 * 64, GmView68::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TSTORE(lGm68, held1_aiv0);  // flash_attn.pto:37:20
+            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView72 lGm72(l + _qb0 * 64, GmView72::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm72, held1_aiv0);  // flash_attn.pto:37:20
             for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
-                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView69 lGm69(l + _qb0 * 64 + 32, GmView69::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm69, held1_aiv1);  // flash_attn.pto:37:20
+                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView73 lGm73(l + _qb0 * 64 + 32, GmView73::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm73, held1_aiv1);  // flash_attn.pto:37:20
             }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
-            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-            GmView70 mGm70(m + _qb0 * 64, GmView70::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-            TSTORE(mGm70, held0_aiv0);  // flash_attn.pto:38:13
+            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView74 mGm74(m + _qb0 * 64, GmView74::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm74, held0_aiv0);  // flash_attn.pto:38:13
             for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
-                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView71 mGm71(m + _qb0 * 64 + 32, GmView71::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm71, held0_aiv1);  // flash_attn.pto:38:13
+                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView75 mGm75(m + _qb0 * 64 + 32, GmView75::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm75, held0_aiv1);  // flash_attn.pto:38:13
             }
         }
         pipe_barrier(PIPE_V);
@@ -1231,9 +1301,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t158, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView72 kj_lastGm72(kj_last + _g153 * 64 * D, GmView72::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t157, kj_lastGm72);  // flash_attn.pto:22:13
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView76 kj_lastGm76(kj_last + _g153 * 64 * D, GmView76::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView76::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm76);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1244,9 +1314,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t155, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView73 qGm73(q + _qb0 * 64 * D, GmView73::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t155, qGm73);  // flash_attn.pto:22:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView77 qGm77(q + _qb0 * 64 * D, GmView77::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView77::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm77);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t156, 0);  // flash_attn.pto:22:13
@@ -1266,9 +1336,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t160, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView74 qGm74(q + _qb0 * 64 * D + _k159 * 128, GmView74::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView74::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t160, qGm74);  // flash_attn.pto:22:13
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView78 qGm78(q + _qb0 * 64 * D + _k159 * 128, GmView78::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160, qGm78);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t161, 0);  // flash_attn.pto:22:13
@@ -1279,9 +1349,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t162, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView75 kj_lastGm75(kj_last + _g153 * 64 * D + _k159 * 128, GmView75::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView75::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t162, kj_lastGm75);  // flash_attn.pto:22:13
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView79 kj_lastGm79(kj_last + _g153 * 64 * D + _k159 * 128, GmView79::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162, kj_lastGm79);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t163, 0);  // flash_attn.pto:22:13
@@ -1299,9 +1369,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView76 t0_last_ownGm76(t0_last_own + _g153 * 64, GmView76::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_last_ownGm76, t154);  // flash_attn.pto:22:13
+                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView80 t0_last_ownGm80(t0_last_own + _g153 * 64, GmView80::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm80, t154);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1319,29 +1389,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
                     TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView77 t0_last_ownGm77(t0_last_own + _g165 * 128, GmView77::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t166_aiv0, t0_last_ownGm77);  // flash_attn.pto:22:13
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView81 t0_last_ownGm81(t0_last_own + _g165 * 128, GmView81::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t166_aiv0, t0_last_ownGm81);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView78 s_last_ownGm78(s_last_own + _g165 * 128, GmView78::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_last_ownGm78, t167_aiv0);  // flash_attn.pto:22:13
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView82 s_last_ownGm82(s_last_own + _g165 * 128, GmView82::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_last_ownGm82, t167_aiv0);  // flash_attn.pto:22:13
                     for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
-                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView79 t0_last_ownGm79(t0_last_own + 4096 + _g165 * 128, GmView79::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t166_aiv1, t0_last_ownGm79);  // flash_attn.pto:22:13
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView83 t0_last_ownGm83(t0_last_own + 4096 + _g165 * 128, GmView83::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv1, t0_last_ownGm83);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView80 s_last_ownGm80(s_last_own + 4096 + _g165 * 128, GmView80::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_last_ownGm80, t167_aiv1);  // flash_attn.pto:22:13
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView84 s_last_ownGm84(s_last_own + 4096 + _g165 * 128, GmView84::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm84, t167_aiv1);  // flash_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1362,9 +1432,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t174, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView81 vprev_lastGm81(vprev_last + _g169 * 64, GmView81::Shape(t173.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:33:18
-                    TLOAD(t173, vprev_lastGm81);  // flash_attn.pto:33:18
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView85 vprev_lastGm85(vprev_last + _g169 * 64, GmView85::Shape(t173.GetValidCol()), GmView85::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173, vprev_lastGm85);  // flash_attn.pto:33:18
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1375,9 +1445,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t171, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-                    GmView82 ptGm82(pt + _qb0 * 64 * 128, GmView82::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                    TLOAD(t171, ptGm82);  // flash_attn.pto:33:18
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView86 ptGm86(pt + _qb0 * 64 * 128, GmView86::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171, ptGm86);  // flash_attn.pto:33:18
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t172, 0);  // flash_attn.pto:33:18
@@ -1391,9 +1461,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView83 pv_last_ownGm83(pv_last_own + _g169 * 64, GmView83::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:33:18
-                    TSTORE(pv_last_ownGm83, t170);  // flash_attn.pto:33:18
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView87 pv_last_ownGm87(pv_last_own + _g169 * 64, GmView87::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView87::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm87, t170);  // flash_attn.pto:33:18
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1426,9 +1496,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
                     TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
                     TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
-                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                    GmView84 s_last_ownGm84(s_last_own + _k177 * 128, GmView84::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
-                    TLOAD(t178_aiv0, s_last_ownGm84);  // flash_attn.pto:34:32
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView88 s_last_ownGm88(s_last_own + _k177 * 128, GmView88::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                    TLOAD(t178_aiv0, s_last_ownGm88);  // flash_attn.pto:34:32
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp18;  // flash_attn.pto:34:32
@@ -1437,9 +1507,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
                     for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
-                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                        GmView85 s_last_ownGm85(s_last_own + 4096 + _k177 * 128, GmView85::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
-                        TLOAD(t178_aiv1, s_last_ownGm85);  // flash_attn.pto:34:32
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView89 s_last_ownGm89(s_last_own + 4096 + _k177 * 128, GmView89::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv1, s_last_ownGm89);  // flash_attn.pto:34:32
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp0 tmp19;  // flash_attn.pto:34:32
@@ -1479,9 +1549,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                 TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView86 mGm86(m + _qb0 * 64, GmView86::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(t181_aiv0, mGm86);  // flash_attn.pto:34:21
+                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView90 mGm90(m + _qb0 * 64, GmView90::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv0, mGm90);  // flash_attn.pto:34:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1490,9 +1560,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
                 pipe_barrier(PIPE_V);
                 TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
-                using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView87 lGm87(l + _qb0 * 64, GmView87::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(t202_aiv0, lGm87);  // flash_attn.pto:37:20
+                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView91 lGm91(l + _qb0 * 64, GmView91::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv0, lGm91);  // flash_attn.pto:37:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1501,9 +1571,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
-                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView88 mGm88(m + _qb0 * 64 + 32, GmView88::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(t181_aiv1, mGm88);  // flash_attn.pto:34:21
+                    using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView92 mGm92(m + _qb0 * 64 + 32, GmView92::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv1, mGm92);  // flash_attn.pto:34:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
@@ -1511,9 +1581,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
                     pipe_barrier(PIPE_V);
                     TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
-                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView89 lGm89(l + _qb0 * 64 + 32, GmView89::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(t202_aiv1, lGm89);  // flash_attn.pto:37:20
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView93 lGm93(l + _qb0 * 64 + 32, GmView93::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv1, lGm93);  // flash_attn.pto:37:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1536,9 +1606,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
                     TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                     TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
-                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                    GmView90 s_last_ownGm90(s_last_own + _g192 * 128, GmView90::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                    TLOAD(t193_aiv0, s_last_ownGm90);  // flash_attn.pto:36:21
+                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView94 s_last_ownGm94(s_last_own + _g192 * 128, GmView94::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv0, s_last_ownGm94);  // flash_attn.pto:36:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp20(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
@@ -1548,9 +1618,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp20);  // flash_attn.pto:36:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                    GmView91 p_1_last_ownGm91(p_1_last_own + _g192 * 128, GmView91::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                    TSTORE(p_1_last_ownGm91, t200_aiv0);  // flash_attn.pto:36:17
+                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView95 p_1_last_ownGm95(p_1_last_own + _g192 * 128, GmView95::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_last_ownGm95, t200_aiv0);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp21;  // flash_attn.pto:37:28
                     TASSIGN(tmp21, 101376);  // flash_attn.pto:37:28
@@ -1558,9 +1628,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
                     for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
-                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                        GmView92 s_last_ownGm92(s_last_own + 4096 + _g192 * 128, GmView92::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                        TLOAD(t193_aiv1, s_last_ownGm92);  // flash_attn.pto:36:21
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView96 s_last_ownGm96(s_last_own + 4096 + _g192 * 128, GmView96::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv1, s_last_ownGm96);  // flash_attn.pto:36:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp22(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
@@ -1570,9 +1640,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp22);  // flash_attn.pto:36:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                        GmView93 p_1_last_ownGm93(p_1_last_own + 4096 + _g192 * 128, GmView93::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                        TSTORE(p_1_last_ownGm93, t200_aiv1);  // flash_attn.pto:36:17
+                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView97 p_1_last_ownGm97(p_1_last_own + 4096 + _g192 * 128, GmView97::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm97, t200_aiv1);  // flash_attn.pto:36:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp23;  // flash_attn.pto:37:28
                         TASSIGN(tmp23, 101376);  // flash_attn.pto:37:28
@@ -1593,23 +1663,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView94 lGm94(l + _qb0 * 64, GmView94::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm94, t213_aiv0);  // flash_attn.pto:37:20
-                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView95 mGm95(m + _qb0 * 64, GmView95::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm95, t183_aiv0);  // flash_attn.pto:38:13
+                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm98, t213_aiv0);  // flash_attn.pto:37:20
+                using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView99 mGm99(m + _qb0 * 64, GmView99::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm99, t183_aiv0);  // flash_attn.pto:38:13
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
                     TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView96 lGm96(l + _qb0 * 64 + 32, GmView96::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm96, t213_aiv1);  // flash_attn.pto:37:20
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView97 mGm97(m + _qb0 * 64 + 32, GmView97::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm97, t183_aiv1);  // flash_attn.pto:38:13
+                    using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm100, t213_aiv1);  // flash_attn.pto:37:20
+                    using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView101 mGm101(m + _qb0 * 64 + 32, GmView101::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm101, t183_aiv1);  // flash_attn.pto:38:13
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -1620,23 +1690,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
                     TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
                     TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
-                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView98 p_1_last_ownGm98(p_1_last_own + _g217 * 128, GmView98::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TLOAD(t218_aiv0, p_1_last_ownGm98);  // flash_attn.pto:39:21
+                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView102 p_1_last_ownGm102(p_1_last_own + _g217 * 128, GmView102::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv0, p_1_last_ownGm102);  // flash_attn.pto:39:21
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView99 ptGm99(pt + _qb0 * 64 * 128 + _g217 * 128, GmView99::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm99, t218_aiv0);  // flash_attn.pto:39:21
+                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView103 ptGm103(pt + _qb0 * 64 * 128 + _g217 * 128, GmView103::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm103, t218_aiv0);  // flash_attn.pto:39:21
                     for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
-                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView100 p_1_last_ownGm100(p_1_last_own + 4096 + _g217 * 128, GmView100::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TLOAD(t218_aiv1, p_1_last_ownGm100);  // flash_attn.pto:39:21
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g217 * 128, GmView104::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv1, p_1_last_ownGm104);  // flash_attn.pto:39:21
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView101 ptGm101(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView101::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TSTORE(ptGm101, t218_aiv1);  // flash_attn.pto:39:21
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView105 ptGm105(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView105::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm105, t218_aiv1);  // flash_attn.pto:39:21
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1661,13 +1731,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
                 TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView102 accGm102(acc + _qb0 * 64 * D, GmView102::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView102::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t221_aiv0, accGm102);  // flash_attn.pto:40:22
+                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView106 accGm106(acc + _qb0 * 64 * D, GmView106::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView106::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv0, accGm106);  // flash_attn.pto:40:22
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView103 alphaGm103(alpha + _qb0 * 64, GmView103::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(t222_aiv0, alphaGm103);  // flash_attn.pto:40:22
+                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView107 alphaGm107(alpha + _qb0 * 64, GmView107::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv0, alphaGm107);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1678,9 +1748,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TROWEXPAND(tmp24, t222_aiv0);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp24);  // flash_attn.pto:40:22
-                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView104 pv_last_ownGm104(pv_last_own, GmView104::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView104::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t227_aiv0, pv_last_ownGm104);  // flash_attn.pto:40:22
+                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView108 pv_last_ownGm108(pv_last_own, GmView108::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView108::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv0, pv_last_ownGm108);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1689,24 +1759,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView105 accGm105(acc + _qb0 * 64 * D, GmView105::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView105::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm105, t228_aiv0);  // flash_attn.pto:40:22
+                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView109 accGm109(acc + _qb0 * 64 * D, GmView109::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm109, t228_aiv0);  // flash_attn.pto:40:22
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView106 alphaGm106(alpha + _qb0 * 64, GmView106::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm106, t190_aiv0);  // flash_attn.pto:41:13
+                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView110 alphaGm110(alpha + _qb0 * 64, GmView110::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm110, t190_aiv0);  // flash_attn.pto:41:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
-                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView107 accGm107(acc + (_qb0 * 64 + 32) * D, GmView107::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView107::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t221_aiv1, accGm107);  // flash_attn.pto:40:22
+                    using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView111 accGm111(acc + (_qb0 * 64 + 32) * D, GmView111::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView111::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv1, accGm111);  // flash_attn.pto:40:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView108 alphaGm108(alpha + _qb0 * 64 + 32, GmView108::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(t222_aiv1, alphaGm108);  // flash_attn.pto:40:22
+                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView112 alphaGm112(alpha + _qb0 * 64 + 32, GmView112::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv1, alphaGm112);  // flash_attn.pto:40:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1715,9 +1785,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
-                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView109 pv_last_ownGm109(pv_last_own + D * 32, GmView109::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t227_aiv1, pv_last_ownGm109);  // flash_attn.pto:40:22
+                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView113 pv_last_ownGm113(pv_last_own + D * 32, GmView113::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv1, pv_last_ownGm113);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1725,13 +1795,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView110 accGm110(acc + (_qb0 * 64 + 32) * D, GmView110::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView110::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm110, t228_aiv1);  // flash_attn.pto:40:22
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView114 accGm114(acc + (_qb0 * 64 + 32) * D, GmView114::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView114::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm114, t228_aiv1);  // flash_attn.pto:40:22
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView111 alphaGm111(alpha + _qb0 * 64 + 32, GmView111::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm111, t190_aiv1);  // flash_attn.pto:41:13
+                    using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView115 alphaGm115(alpha + _qb0 * 64 + 32, GmView115::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm115, t190_aiv1);  // flash_attn.pto:41:13
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1746,9 +1816,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t234, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                    GmView112 ptGm112(pt + _qb0 * 64 * 128, GmView112::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t234, ptGm112);  // flash_attn.pto:43:36
+                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView116 ptGm116(pt + _qb0 * 64 * 128, GmView116::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm116);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t235, 0);  // flash_attn.pto:43:36
@@ -1759,9 +1829,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t236, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView113 vj_lastGm113(vj_last + _g232 * 64, GmView113::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t236, vj_lastGm113);  // flash_attn.pto:43:36
+                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView117 vj_lastGm117(vj_last + _g232 * 64, GmView117::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm117);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t237, 0);  // flash_attn.pto:43:36
@@ -1778,9 +1848,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
                         TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView114 ptGm114(pt + _qb0 * 64 * 128 + _k238 * 128, GmView114::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t239, ptGm114);  // flash_attn.pto:43:36
+                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView118 ptGm118(pt + _qb0 * 64 * 128 + _k238 * 128, GmView118::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm118);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t240, 0);  // flash_attn.pto:43:36
@@ -1790,9 +1860,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t241, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView115 vj_lastGm115(vj_last + _k238 * 128 * D + _g232 * 64, GmView115::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t241, vj_lastGm115);  // flash_attn.pto:43:36
+                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView119 vj_lastGm119(vj_last + _k238 * 128 * D + _g232 * 64, GmView119::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm119);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t242, 0);  // flash_attn.pto:43:36
@@ -1806,9 +1876,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView116 t15_last_ownGm116(t15_last_own + _g232 * 64, GmView116::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:43:36
-                    TSTORE(t15_last_ownGm116, t233);  // flash_attn.pto:43:36
+                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView120 t15_last_ownGm120(t15_last_own + _g232 * 64, GmView120::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm120, t233);  // flash_attn.pto:43:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1837,18 +1907,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                 TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp26);  // flash_attn.pto:43:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView117 t15_last_ownGm117(t15_last_own, GmView117::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t250_aiv0, t15_last_ownGm117);  // flash_attn.pto:43:22
+                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView121 t15_last_ownGm121(t15_last_own, GmView121::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv0, t15_last_ownGm121);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView118 accGm118(acc + _qb0 * 64 * D, GmView118::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm118, t251_aiv0);  // flash_attn.pto:43:22
+                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView122 accGm122(acc + _qb0 * 64 * D, GmView122::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm122, t251_aiv0);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp27(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
                 TASSIGN(tmp27, 101376);  // flash_attn.pto:44:25
@@ -1857,9 +1927,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp27);  // flash_attn.pto:44:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView119 oGm119(o + _qb0 * 64 * D, GmView119::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm119, t256_aiv0);  // flash_attn.pto:44:20
+                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView123 oGm123(o + _qb0 * 64 * D, GmView123::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView123::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm123, t256_aiv0);  // flash_attn.pto:44:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv25) {  // flash_attn.pto:43:22
@@ -1868,18 +1938,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                     TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
-                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView120 t15_last_ownGm120(t15_last_own + D * 32, GmView120::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t250_aiv1, t15_last_ownGm120);  // flash_attn.pto:43:22
+                    using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView124 t15_last_ownGm124(t15_last_own + D * 32, GmView124::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv1, t15_last_ownGm124);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm121, t251_aiv1);  // flash_attn.pto:43:22
+                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView125 accGm125(acc + (_qb0 * 64 + 32) * D, GmView125::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView125::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm125, t251_aiv1);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
                     TASSIGN(tmp29, 101376);  // flash_attn.pto:44:25
@@ -1888,9 +1958,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp29);  // flash_attn.pto:44:25
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView122 oGm122(o + (_qb0 * 64 + 32) * D, GmView122::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm122, t256_aiv1);  // flash_attn.pto:44:20
+                    using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView126 oGm126(o + (_qb0 * 64 + 32) * D, GmView126::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm126, t256_aiv1);  // flash_attn.pto:44:20
                 }
             }
         }
@@ -1982,48 +2052,110 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-                        TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t8, 0);  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
+                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t8_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t8, qGm2);  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 3) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t8_b0, qGm2);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t9, 0);  // flash_attn.pto:22:13
+                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t9_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t9, t8);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t10, 0);  // flash_attn.pto:22:13
+                        TMOV(t9_b0, t8_b0);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t10_b0, 32768);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 3) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t10_b0, kj_firstGm3);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t11, 0);  // flash_attn.pto:22:13
+                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t11_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t11, t10);  // flash_attn.pto:22:13
+                        TMOV(t11_b0, t10_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
+                        TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
+                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t8_b1, 65536);  // flash_attn.pto:22:13
+                            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t8_b1, qGm4);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t9_b1, 32768);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t9_b1, t8_b1);  // flash_attn.pto:22:13
+                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t10_b1, 98304);  // flash_attn.pto:22:13
+                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t10_b1, kj_firstGm5);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t11_b1, 32768);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t11_b1, t10_b1);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // flash_attn.pto:22:13
+                        }
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
+                            TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t8_b2, 131072);  // flash_attn.pto:22:13
+                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t8_b2, qGm6);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t9_b2, 0);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t9_b2, t8_b2);  // flash_attn.pto:22:13
+                            TileT10B2 t10_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t10_b2, 163840);  // flash_attn.pto:22:13
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t10_b2, kj_firstGm7);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT11B2 t11_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t11_b2, 0);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t11_b2, t10_b2);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView4 t0_first_ownGm4(t0_first_own + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_first_ownGm4, t2);  // flash_attn.pto:22:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 t0_first_ownGm8(t0_first_own + _g1 * 64, GmView8::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm8, t2);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2065,9 +2197,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t50, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView25 vj_firstGm25(vj_first + _g45 * 64, GmView25::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t49, vj_firstGm25);  // flash_attn.pto:43:36
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView29 vj_firstGm29(vj_first + _g45 * 64, GmView29::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm29);  // flash_attn.pto:43:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2078,9 +2210,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t47, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView26 ptGm26(pt + _qb0 * 64 * 128, GmView26::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t47, ptGm26);  // flash_attn.pto:43:36
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView30 ptGm30(pt + _qb0 * 64 * 128, GmView30::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm30);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t48, 0);  // flash_attn.pto:43:36
@@ -2097,9 +2229,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
                             TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                            GmView27 ptGm27(pt + _qb0 * 64 * 128 + _k51 * 128, GmView27::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-                            TLOAD(t52, ptGm27);  // flash_attn.pto:43:36
+                            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView31 ptGm31(pt + _qb0 * 64 * 128 + _k51 * 128, GmView31::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm31);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t53, 0);  // flash_attn.pto:43:36
@@ -2109,9 +2241,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                             TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t54, 0);  // flash_attn.pto:43:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                            GmView28 vj_firstGm28(vj_first + _k51 * 128 * D + _g45 * 64, GmView28::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
-                            TLOAD(t54, vj_firstGm28);  // flash_attn.pto:43:36
+                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView32 vj_firstGm32(vj_first + _k51 * 128 * D + _g45 * 64, GmView32::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm32);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t55, 0);  // flash_attn.pto:43:36
@@ -2125,9 +2257,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView29 t15_first_ownGm29(t15_first_own + _g45 * 64, GmView29::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
-                        TSTORE(t15_first_ownGm29, t46);  // flash_attn.pto:43:36
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView33 t15_first_ownGm33(t15_first_own + _g45 * 64, GmView33::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm33, t46);  // flash_attn.pto:43:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2147,9 +2279,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
-            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView42 qGm42(q + _qb0 * 64 * D, GmView42::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t76, qGm42);  // flash_attn.pto:22:13
+            using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView46 qGm46(q + _qb0 * 64 * D, GmView46::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm46);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
@@ -2191,9 +2323,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t79, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView51 kjGm51(kj + _g74 * 64 * D, GmView51::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t78, kjGm51);  // flash_attn.pto:22:13
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView55 kjGm55(kj + _g74 * 64 * D, GmView55::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm55);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2217,9 +2349,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t81, 32768);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView52 qGm52(q + _qb0 * 64 * D + _k80 * 128, GmView52::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t81, qGm52);  // flash_attn.pto:22:13
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView56 qGm56(q + _qb0 * 64 * D + _k80 * 128, GmView56::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm56);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t82, 0);  // flash_attn.pto:22:13
@@ -2230,9 +2362,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView53 kjGm53(kj + _g74 * 64 * D + _k80 * 128, GmView53::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t83, kjGm53);  // flash_attn.pto:22:13
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView57 kjGm57(kj + _g74 * 64 * D + _k80 * 128, GmView57::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm57);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t84, 0);  // flash_attn.pto:22:13
@@ -2250,9 +2382,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView54 t0_ownGm54(t0_own + _g74 * 64, GmView54::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(t0_ownGm54, t75);  // flash_attn.pto:22:13
+                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView58 t0_ownGm58(t0_own + _g74 * 64, GmView58::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0_ownGm58, t75);  // flash_attn.pto:22:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2269,9 +2401,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t92, 32768);  // flash_attn.pto:33:18
             wait_flag_dev(6);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-            GmView57 ptGm57(pt + _qb0 * 64 * 128, GmView57::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
-            TLOAD(t92, ptGm57);  // flash_attn.pto:33:18
+            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView61 ptGm61(pt + _qb0 * 64 * 128, GmView61::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm61);  // flash_attn.pto:33:18
             wait_flag_dev(7);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2287,9 +2419,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t95, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView58 vprevGm58(vprev + _g90 * 64, GmView58::Shape(t94.GetValidCol()), GmView58::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm58);  // flash_attn.pto:33:18
+                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView62 vprevGm62(vprev + _g90 * 64, GmView62::Shape(t94.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm62);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2307,9 +2439,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView59 pv_ownGm59(pv_own + _g90 * 64, GmView59::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView59::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_ownGm59, t91);  // flash_attn.pto:33:18
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView63 pv_ownGm63(pv_own + _g90 * 64, GmView63::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm63, t91);  // flash_attn.pto:33:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2366,9 +2498,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t158, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView72 kj_lastGm72(kj_last + _g153 * 64 * D, GmView72::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t157, kj_lastGm72);  // flash_attn.pto:22:13
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView76 kj_lastGm76(kj_last + _g153 * 64 * D, GmView76::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView76::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm76);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2379,9 +2511,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t155, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView73 qGm73(q + _qb0 * 64 * D, GmView73::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t155, qGm73);  // flash_attn.pto:22:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView77 qGm77(q + _qb0 * 64 * D, GmView77::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView77::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm77);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t156, 0);  // flash_attn.pto:22:13
@@ -2401,9 +2533,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t160, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView74 qGm74(q + _qb0 * 64 * D + _k159 * 128, GmView74::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView74::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t160, qGm74);  // flash_attn.pto:22:13
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView78 qGm78(q + _qb0 * 64 * D + _k159 * 128, GmView78::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160, qGm78);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t161, 0);  // flash_attn.pto:22:13
@@ -2414,9 +2546,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t162, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView75 kj_lastGm75(kj_last + _g153 * 64 * D + _k159 * 128, GmView75::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView75::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t162, kj_lastGm75);  // flash_attn.pto:22:13
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView79 kj_lastGm79(kj_last + _g153 * 64 * D + _k159 * 128, GmView79::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162, kj_lastGm79);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t163, 0);  // flash_attn.pto:22:13
@@ -2434,9 +2566,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView76 t0_last_ownGm76(t0_last_own + _g153 * 64, GmView76::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_last_ownGm76, t154);  // flash_attn.pto:22:13
+                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView80 t0_last_ownGm80(t0_last_own + _g153 * 64, GmView80::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm80, t154);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2463,9 +2595,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t174, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView81 vprev_lastGm81(vprev_last + _g169 * 64, GmView81::Shape(t173.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:33:18
-                    TLOAD(t173, vprev_lastGm81);  // flash_attn.pto:33:18
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView85 vprev_lastGm85(vprev_last + _g169 * 64, GmView85::Shape(t173.GetValidCol()), GmView85::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173, vprev_lastGm85);  // flash_attn.pto:33:18
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2476,9 +2608,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t171, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-                    GmView82 ptGm82(pt + _qb0 * 64 * 128, GmView82::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                    TLOAD(t171, ptGm82);  // flash_attn.pto:33:18
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView86 ptGm86(pt + _qb0 * 64 * 128, GmView86::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171, ptGm86);  // flash_attn.pto:33:18
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
                     TASSIGN(t172, 0);  // flash_attn.pto:33:18
@@ -2492,9 +2624,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView83 pv_last_ownGm83(pv_last_own + _g169 * 64, GmView83::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:33:18
-                    TSTORE(pv_last_ownGm83, t170);  // flash_attn.pto:33:18
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView87 pv_last_ownGm87(pv_last_own + _g169 * 64, GmView87::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView87::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm87, t170);  // flash_attn.pto:33:18
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2538,9 +2670,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t234, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                    GmView112 ptGm112(pt + _qb0 * 64 * 128, GmView112::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t234, ptGm112);  // flash_attn.pto:43:36
+                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView116 ptGm116(pt + _qb0 * 64 * 128, GmView116::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm116);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t235, 0);  // flash_attn.pto:43:36
@@ -2551,9 +2683,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t236, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView113 vj_lastGm113(vj_last + _g232 * 64, GmView113::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t236, vj_lastGm113);  // flash_attn.pto:43:36
+                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView117 vj_lastGm117(vj_last + _g232 * 64, GmView117::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm117);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t237, 0);  // flash_attn.pto:43:36
@@ -2570,9 +2702,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
                         TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView114 ptGm114(pt + _qb0 * 64 * 128 + _k238 * 128, GmView114::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t239, ptGm114);  // flash_attn.pto:43:36
+                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView118 ptGm118(pt + _qb0 * 64 * 128 + _k238 * 128, GmView118::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm118);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t240, 0);  // flash_attn.pto:43:36
@@ -2582,9 +2714,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t241, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView115 vj_lastGm115(vj_last + _k238 * 128 * D + _g232 * 64, GmView115::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t241, vj_lastGm115);  // flash_attn.pto:43:36
+                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView119 vj_lastGm119(vj_last + _k238 * 128 * D + _g232 * 64, GmView119::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm119);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t242, 0);  // flash_attn.pto:43:36
@@ -2598,9 +2730,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView116 t15_last_ownGm116(t15_last_own + _g232 * 64, GmView116::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:43:36
-                    TSTORE(t15_last_ownGm116, t233);  // flash_attn.pto:43:36
+                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView120 t15_last_ownGm120(t15_last_own + _g232 * 64, GmView120::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm120, t233);  // flash_attn.pto:43:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2664,7 +2796,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 __gm__ float* kj_first = k;  // flash_attn.pto:20:14
                 __gm__ float* vj_first = v;  // flash_attn.pto:21:14
                 for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-                    for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
+                        }
+                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
+                        }
                     }
                 }
                 TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
@@ -2695,9 +2831,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
                     TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
                     if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView5 t0_first_ownGm5(t0_first_own + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t14_aiv0, t0_first_ownGm5);  // flash_attn.pto:22:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView9 t0_first_ownGm9(t0_first_own + _g13 * 128, GmView9::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv0, t0_first_ownGm9);  // flash_attn.pto:22:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2707,9 +2843,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView6 s_first_ownGm6(s_first_own + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_first_ownGm6, t15_aiv0);  // flash_attn.pto:22:13
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView10 s_first_ownGm10(s_first_own + _g13 * 128, GmView10::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm10, t15_aiv0);  // flash_attn.pto:22:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2723,9 +2859,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
                         if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView7 t0_first_ownGm7(t0_first_own + 4096 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TLOAD(t14_aiv1, t0_first_ownGm7);  // flash_attn.pto:22:13
+                            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView11 t0_first_ownGm11(t0_first_own + 4096 + _g13 * 128, GmView11::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t14_aiv1, t0_first_ownGm11);  // flash_attn.pto:22:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2735,9 +2871,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView8 s_first_ownGm8(s_first_own + 4096 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TSTORE(s_first_ownGm8, t15_aiv1);  // flash_attn.pto:22:13
+                            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView12 s_first_ownGm12(s_first_own + 4096 + _g13 * 128, GmView12::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_first_ownGm12, t15_aiv1);  // flash_attn.pto:22:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2763,9 +2899,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                    GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-                    TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView13 mGm13(m + _qb0 * 64, GmView13::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm13, t17_aiv0);  // flash_attn.pto:24:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2776,9 +2912,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
                     if (!ptodsl_aiv0) {
-                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                        GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-                        TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                        GmView14 mGm14(m + _qb0 * 64 + 32, GmView14::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                        TSTORE(mGm14, t17_aiv1);  // flash_attn.pto:24:20
                         TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
                     }
                 }
@@ -2801,9 +2937,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                     TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                        GmView11 s_first_ownGm11(s_first_own + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-                        TLOAD(t23_aiv0, s_first_ownGm11);  // flash_attn.pto:25:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView15 s_first_ownGm15(s_first_own + _g22 * 128, GmView15::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv0, s_first_ownGm15);  // flash_attn.pto:25:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2817,9 +2953,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                        GmView12 p_first_ownGm12(p_first_own + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-                        TSTORE(p_first_ownGm12, t30_aiv0);  // flash_attn.pto:25:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView16 p_first_ownGm16(p_first_own + _g22 * 128, GmView16::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm16, t30_aiv0);  // flash_attn.pto:25:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2833,9 +2969,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
                         if (!ptodsl_aiv0) {
-                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                            GmView13 s_first_ownGm13(s_first_own + 4096 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                            TLOAD(t23_aiv1, s_first_ownGm13);  // flash_attn.pto:25:21
+                            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                            GmView17 s_first_ownGm17(s_first_own + 4096 + _g22 * 128, GmView17::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                            TLOAD(t23_aiv1, s_first_ownGm17);  // flash_attn.pto:25:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2849,9 +2985,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
-                            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                            GmView14 p_first_ownGm14(p_first_own + 4096 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                            TSTORE(p_first_ownGm14, t30_aiv1);  // flash_attn.pto:25:17
+                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                            GmView18 p_first_ownGm18(p_first_own + 4096 + _g22 * 128, GmView18::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                            TSTORE(p_first_ownGm18, t30_aiv1);  // flash_attn.pto:25:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2878,9 +3014,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                    GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-                    TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView19 lGm19(l + _qb0 * 64, GmView19::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm19, t32_aiv0);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2890,9 +3026,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                    GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
-                    TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView20 accGm20(acc + _qb0 * 64 * D, GmView20::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm20, t37_aiv0);  // flash_attn.pto:27:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2902,33 +3038,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                    GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-                    TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView21 alphaGm21(alpha + _qb0 * 64, GmView21::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm21, t39_aiv0);  // flash_attn.pto:28:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                        GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-                        TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                        GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                        TSTORE(lGm22, t32_aiv1);  // flash_attn.pto:26:20
                         TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                        GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
-                        TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                        GmView23 accGm23(acc + (_qb0 * 64 + 32) * D, GmView23::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:27:13
+                        TSTORE(accGm23, t37_aiv1);  // flash_attn.pto:27:13
                         TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                        GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-                        TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                        GmView24 alphaGm24(alpha + _qb0 * 64 + 32, GmView24::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                        TSTORE(alphaGm24, t39_aiv1);  // flash_attn.pto:28:13
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -2944,29 +3080,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
                     TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
                     if (ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView21 p_first_ownGm21(p_first_own + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                        TLOAD(t42_aiv0, p_first_ownGm21);  // flash_attn.pto:29:21
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView25 p_first_ownGm25(p_first_own + _g41 * 128, GmView25::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv0, p_first_ownGm25);  // flash_attn.pto:29:21
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                        TSTORE(ptGm22, t42_aiv0);  // flash_attn.pto:29:21
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView26 ptGm26(pt + _qb0 * 64 * 128 + _g41 * 128, GmView26::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm26, t42_aiv0);  // flash_attn.pto:29:21
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
                         if (!ptodsl_aiv0) {
-                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                            GmView23 p_first_ownGm23(p_first_own + 4096 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                            TLOAD(t42_aiv1, p_first_ownGm23);  // flash_attn.pto:29:21
+                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView27 p_first_ownGm27(p_first_own + 4096 + _g41 * 128, GmView27::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TLOAD(t42_aiv1, p_first_ownGm27);  // flash_attn.pto:29:21
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                            GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                            TSTORE(ptGm24, t42_aiv1);  // flash_attn.pto:29:21
+                            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView28 ptGm28(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView28::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TSTORE(ptGm28, t42_aiv1);  // flash_attn.pto:29:21
                         }
                     }
                 }
@@ -3009,15 +3145,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
                     TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
                     if (ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView30 accGm30(acc + _qb0 * 64 * D, GmView30::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t57_aiv0, accGm30);  // flash_attn.pto:43:22
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView34 accGm34(acc + _qb0 * 64 * D, GmView34::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv0, accGm34);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                        GmView31 alphaGm31(alpha + _qb0 * 64, GmView31::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-                        TLOAD(t58_aiv0, alphaGm31);  // flash_attn.pto:43:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView35 alphaGm35(alpha + _qb0 * 64, GmView35::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv0, alphaGm35);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3030,9 +3166,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     wait_flag_dev(7);
                     if (ptodsl_aiv0) {
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView32 t15_first_ownGm32(t15_first_own, GmView32::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t63_aiv0, t15_first_ownGm32);  // flash_attn.pto:43:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView36 t15_first_ownGm36(t15_first_own, GmView36::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv0, t15_first_ownGm36);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3044,15 +3180,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView33 accGm33(acc + _qb0 * 64 * D, GmView33::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm33, t64_aiv0);  // flash_attn.pto:43:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView37 accGm37(acc + _qb0 * 64 * D, GmView37::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm37, t64_aiv0);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                        GmView34 lGm34(l + _qb0 * 64, GmView34::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-                        TLOAD(t67_aiv0, lGm34);  // flash_attn.pto:44:25
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView38 lGm38(l + _qb0 * 64, GmView38::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv0, lGm38);  // flash_attn.pto:44:25
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3067,22 +3203,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView35 oGm35(o + _qb0 * 64 * D, GmView35::Shape(t69_aiv0.GetValidRow(), t69_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm35, t69_aiv0);  // flash_attn.pto:44:20
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView39 oGm39(o + _qb0 * 64 * D, GmView39::Shape(t69_aiv0.GetValidRow(), t69_aiv0.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm39, t69_aiv0);  // flash_attn.pto:44:20
                     }
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
                         if (!ptodsl_aiv0) {
-                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView36 accGm36(acc + (_qb0 * 64 + 32) * D, GmView36::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
-                            TLOAD(t57_aiv1, accGm36);  // flash_attn.pto:43:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView40 accGm40(acc + (_qb0 * 64 + 32) * D, GmView40::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t57_aiv1, accGm40);  // flash_attn.pto:43:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                            GmView37 alphaGm37(alpha + _qb0 * 64 + 32, GmView37::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-                            TLOAD(t58_aiv1, alphaGm37);  // flash_attn.pto:43:22
+                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                            GmView41 alphaGm41(alpha + _qb0 * 64 + 32, GmView41::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                            TLOAD(t58_aiv1, alphaGm41);  // flash_attn.pto:43:22
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3092,9 +3228,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                             TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
                             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                             TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
-                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView38 t15_first_ownGm38(t15_first_own + D * 32, GmView38::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
-                            TLOAD(t63_aiv1, t15_first_ownGm38);  // flash_attn.pto:43:22
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView42 t15_first_ownGm42(t15_first_own + D * 32, GmView42::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t63_aiv1, t15_first_ownGm42);  // flash_attn.pto:43:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3106,12 +3242,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView39 accGm39(acc + (_qb0 * 64 + 32) * D, GmView39::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:43:22
-                            TSTORE(accGm39, t64_aiv1);  // flash_attn.pto:43:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                            GmView40 lGm40(l + _qb0 * 64 + 32, GmView40::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-                            TLOAD(t67_aiv1, lGm40);  // flash_attn.pto:44:25
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView43 accGm43(acc + (_qb0 * 64 + 32) * D, GmView43::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:22
+                            TSTORE(accGm43, t64_aiv1);  // flash_attn.pto:43:22
+                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                            GmView44 lGm44(l + _qb0 * 64 + 32, GmView44::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                            TLOAD(t67_aiv1, lGm44);  // flash_attn.pto:44:25
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3126,9 +3262,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                            GmView41 oGm41(o + (_qb0 * 64 + 32) * D, GmView41::Shape(t69_aiv1.GetValidRow(), t69_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:44:20
-                            TSTORE(oGm41, t69_aiv1);  // flash_attn.pto:44:20
+                            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                            GmView45 oGm45(o + (_qb0 * 64 + 32) * D, GmView45::Shape(t69_aiv1.GetValidRow(), t69_aiv1.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:44:20
+                            TSTORE(oGm45, t69_aiv1);  // flash_attn.pto:44:20
                         }
                     }
                 }
@@ -3150,15 +3286,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             if (ptodsl_aiv0) {
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView43 mGm43(m + _qb0 * 64, GmView43::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(held0_aiv0, mGm43);  // flash_attn.pto:34:21
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView47 mGm47(m + _qb0 * 64, GmView47::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv0, mGm47);  // flash_attn.pto:34:21
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
                 if (!ptodsl_aiv0) {
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView44 mGm44(m + _qb0 * 64 + 32, GmView44::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(held0_aiv1, mGm44);  // flash_attn.pto:34:21
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView48 mGm48(m + _qb0 * 64 + 32, GmView48::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(held0_aiv1, mGm48);  // flash_attn.pto:34:21
                 }
             }
         }
@@ -3168,15 +3304,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView45 lGm45(l + _qb0 * 64, GmView45::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(held1_aiv0, lGm45);  // flash_attn.pto:37:20
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView49 lGm49(l + _qb0 * 64, GmView49::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv0, lGm49);  // flash_attn.pto:37:20
             }
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView46 lGm46(l + _qb0 * 64 + 32, GmView46::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(held1_aiv1, lGm46);  // flash_attn.pto:37:20
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView50 lGm50(l + _qb0 * 64 + 32, GmView50::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(held1_aiv1, lGm50);  // flash_attn.pto:37:20
                 }
             }
         }
@@ -3186,15 +3322,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView47 accGm47(acc + _qb0 * 64 * D, GmView47::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(held2_aiv0, accGm47);  // flash_attn.pto:40:22
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView51 accGm51(acc + _qb0 * 64 * D, GmView51::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv0, accGm51);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView48 accGm48(acc + (_qb0 * 64 + 32) * D, GmView48::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(held2_aiv1, accGm48);  // flash_attn.pto:40:22
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView52 accGm52(acc + (_qb0 * 64 + 32) * D, GmView52::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(held2_aiv1, accGm52);  // flash_attn.pto:40:22
                 }
             }
         }
@@ -3204,15 +3340,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
         for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView49 alphaGm49(alpha + _qb0 * 64, GmView49::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(held3_aiv0, alphaGm49);  // flash_attn.pto:40:22
+                using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView53 alphaGm53(alpha + _qb0 * 64, GmView53::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv0, alphaGm53);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView50 alphaGm50(alpha + _qb0 * 64 + 32, GmView50::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(held3_aiv1, alphaGm50);  // flash_attn.pto:40:22
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView54 alphaGm54(alpha + _qb0 * 64 + 32, GmView54::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(held3_aiv1, alphaGm54);  // flash_attn.pto:40:22
                 }
             }
         }
@@ -3249,9 +3385,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(9);
             if (ptodsl_aiv0) {
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                GmView55 t0_ownGm55(t0_own, GmView55::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                TLOAD(t87_aiv0, t0_ownGm55);  // flash_attn.pto:22:13
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView59 t0_ownGm59(t0_own, GmView59::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv0, t0_ownGm59);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3261,9 +3397,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView56 t0_ownGm56(t0_own + 4096, GmView56::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t87_aiv1, t0_ownGm56);  // flash_attn.pto:22:13
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView60 t0_ownGm60(t0_own + 4096, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t87_aiv1, t0_ownGm60);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3360,9 +3496,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag_dev(9);
             if (ptodsl_aiv0) {
-                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                GmView60 ptGm60(pt + _qb0 * 64 * 128, GmView60::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm60, t121_aiv0);  // flash_attn.pto:39:21
+                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView64 ptGm64(pt + _qb0 * 64 * 128, GmView64::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm64, t121_aiv0);  // flash_attn.pto:39:21
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
@@ -3374,9 +3510,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag_dev(10);
             if (ptodsl_aiv0) {
-                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView61 pv_ownGm61(pv_own, GmView61::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView61::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t148_aiv0, pv_ownGm61);  // flash_attn.pto:40:22
+                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView65 pv_ownGm65(pv_own, GmView65::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv0, pv_ownGm65);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3438,17 +3574,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 }
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView62 ptGm62(pt + (_qb0 * 64 + 32) * 128, GmView62::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm62, t121_aiv1);  // flash_attn.pto:39:21
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView66 ptGm66(pt + (_qb0 * 64 + 32) * 128, GmView66::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm66, t121_aiv1);  // flash_attn.pto:39:21
                     TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
                     TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
                     TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView63 pv_ownGm63(pv_own + D * 32, GmView63::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t148_aiv1, pv_ownGm63);  // flash_attn.pto:40:22
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView67 pv_ownGm67(pv_own + D * 32, GmView67::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t148_aiv1, pv_ownGm67);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3480,58 +3616,58 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             if (ptodsl_aiv0) {
-                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView64 alphaGm64(alpha + _qb0 * 64, GmView64::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm64, held3_aiv0);  // flash_attn.pto:41:13
+                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView68 alphaGm68(alpha + _qb0 * 64, GmView68::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm68, held3_aiv0);  // flash_attn.pto:41:13
             }
             for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
                 if (!ptodsl_aiv0) {
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView65 alphaGm65(alpha + _qb0 * 64 + 32, GmView65::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm65, held3_aiv1);  // flash_attn.pto:41:13
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView69 alphaGm69(alpha + _qb0 * 64 + 32, GmView69::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm69, held3_aiv1);  // flash_attn.pto:41:13
                 }
             }
         }
         for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView66 accGm66(acc + _qb0 * 64 * D, GmView66::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView66::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm66, held2_aiv0);  // flash_attn.pto:40:22
+                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView70 accGm70(acc + _qb0 * 64 * D, GmView70::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView70::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm70, held2_aiv0);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView67 accGm67(acc + (_qb0 * 64 + 32) * D, GmView67::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm67, held2_aiv1);  // flash_attn.pto:40:22
+                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView71 accGm71(acc + (_qb0 * 64 + 32) * D, GmView71::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView71::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm71, held2_aiv1);  // flash_attn.pto:40:22
                 }
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView68 lGm68(l + _qb0 * 64, GmView68::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm68, held1_aiv0);  // flash_attn.pto:37:20
+                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView72 lGm72(l + _qb0 * 64, GmView72::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm72, held1_aiv0);  // flash_attn.pto:37:20
             }
             for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView69 lGm69(l + _qb0 * 64 + 32, GmView69::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm69, held1_aiv1);  // flash_attn.pto:37:20
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView73 lGm73(l + _qb0 * 64 + 32, GmView73::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm73, held1_aiv1);  // flash_attn.pto:37:20
                 }
             }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             if (ptodsl_aiv0) {
-                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView70 mGm70(m + _qb0 * 64, GmView70::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm70, held0_aiv0);  // flash_attn.pto:38:13
+                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView74 mGm74(m + _qb0 * 64, GmView74::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm74, held0_aiv0);  // flash_attn.pto:38:13
             }
             for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
                 if (!ptodsl_aiv0) {
-                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView71 mGm71(m + _qb0 * 64 + 32, GmView71::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm71, held0_aiv1);  // flash_attn.pto:38:13
+                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView75 mGm75(m + _qb0 * 64 + 32, GmView75::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm75, held0_aiv1);  // flash_attn.pto:38:13
                 }
             }
         }
@@ -3561,9 +3697,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
                     if (ptodsl_aiv0) {
-                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView77 t0_last_ownGm77(t0_last_own + _g165 * 128, GmView77::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t166_aiv0, t0_last_ownGm77);  // flash_attn.pto:22:13
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView81 t0_last_ownGm81(t0_last_own + _g165 * 128, GmView81::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv0, t0_last_ownGm81);  // flash_attn.pto:22:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3573,15 +3709,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView78 s_last_ownGm78(s_last_own + _g165 * 128, GmView78::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_last_ownGm78, t167_aiv0);  // flash_attn.pto:22:13
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView82 s_last_ownGm82(s_last_own + _g165 * 128, GmView82::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm82, t167_aiv0);  // flash_attn.pto:22:13
                     }
                     for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
                         if (!ptodsl_aiv0) {
-                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView79 t0_last_ownGm79(t0_last_own + 4096 + _g165 * 128, GmView79::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TLOAD(t166_aiv1, t0_last_ownGm79);  // flash_attn.pto:22:13
+                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView83 t0_last_ownGm83(t0_last_own + 4096 + _g165 * 128, GmView83::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t166_aiv1, t0_last_ownGm83);  // flash_attn.pto:22:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3591,9 +3727,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView80 s_last_ownGm80(s_last_own + 4096 + _g165 * 128, GmView80::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TSTORE(s_last_ownGm80, t167_aiv1);  // flash_attn.pto:22:13
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView84 s_last_ownGm84(s_last_own + 4096 + _g165 * 128, GmView84::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_last_ownGm84, t167_aiv1);  // flash_attn.pto:22:13
                         }
                     }
                 }
@@ -3634,9 +3770,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
                     TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
                     if (ptodsl_aiv0) {
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                        GmView84 s_last_ownGm84(s_last_own + _k177 * 128, GmView84::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
-                        TLOAD(t178_aiv0, s_last_ownGm84);  // flash_attn.pto:34:32
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView88 s_last_ownGm88(s_last_own + _k177 * 128, GmView88::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv0, s_last_ownGm88);  // flash_attn.pto:34:32
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3651,9 +3787,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
                         if (!ptodsl_aiv0) {
-                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                            GmView85 s_last_ownGm85(s_last_own + 4096 + _k177 * 128, GmView85::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
-                            TLOAD(t178_aiv1, s_last_ownGm85);  // flash_attn.pto:34:32
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                            GmView89 s_last_ownGm89(s_last_own + 4096 + _k177 * 128, GmView89::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                            TLOAD(t178_aiv1, s_last_ownGm89);  // flash_attn.pto:34:32
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3699,9 +3835,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView86 mGm86(m + _qb0 * 64, GmView86::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(t181_aiv0, mGm86);  // flash_attn.pto:34:21
+                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView90 mGm90(m + _qb0 * 64, GmView90::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv0, mGm90);  // flash_attn.pto:34:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3716,9 +3852,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
-                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView87 lGm87(l + _qb0 * 64, GmView87::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(t202_aiv0, lGm87);  // flash_attn.pto:37:20
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView91 lGm91(l + _qb0 * 64, GmView91::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv0, lGm91);  // flash_attn.pto:37:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3733,9 +3869,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
                     if (!ptodsl_aiv0) {
-                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                        GmView88 mGm88(m + _qb0 * 64 + 32, GmView88::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                        TLOAD(t181_aiv1, mGm88);  // flash_attn.pto:34:21
+                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                        GmView92 mGm92(m + _qb0 * 64 + 32, GmView92::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                        TLOAD(t181_aiv1, mGm92);  // flash_attn.pto:34:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3749,9 +3885,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
-                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                        GmView89 lGm89(l + _qb0 * 64 + 32, GmView89::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                        TLOAD(t202_aiv1, lGm89);  // flash_attn.pto:37:20
+                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView93 lGm93(l + _qb0 * 64 + 32, GmView93::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TLOAD(t202_aiv1, lGm93);  // flash_attn.pto:37:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3778,9 +3914,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                     TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
                     if (ptodsl_aiv0) {
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                        GmView90 s_last_ownGm90(s_last_own + _g192 * 128, GmView90::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                        TLOAD(t193_aiv0, s_last_ownGm90);  // flash_attn.pto:36:21
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView94 s_last_ownGm94(s_last_own + _g192 * 128, GmView94::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv0, s_last_ownGm94);  // flash_attn.pto:36:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3794,9 +3930,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                        GmView91 p_1_last_ownGm91(p_1_last_own + _g192 * 128, GmView91::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                        TSTORE(p_1_last_ownGm91, t200_aiv0);  // flash_attn.pto:36:17
+                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView95 p_1_last_ownGm95(p_1_last_own + _g192 * 128, GmView95::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm95, t200_aiv0);  // flash_attn.pto:36:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -3810,9 +3946,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
                         if (!ptodsl_aiv0) {
-                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                            GmView92 s_last_ownGm92(s_last_own + 4096 + _g192 * 128, GmView92::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                            TLOAD(t193_aiv1, s_last_ownGm92);  // flash_attn.pto:36:21
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                            GmView96 s_last_ownGm96(s_last_own + 4096 + _g192 * 128, GmView96::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                            TLOAD(t193_aiv1, s_last_ownGm96);  // flash_attn.pto:36:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3826,9 +3962,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                            GmView93 p_1_last_ownGm93(p_1_last_own + 4096 + _g192 * 128, GmView93::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                            TSTORE(p_1_last_ownGm93, t200_aiv1);  // flash_attn.pto:36:17
+                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                            GmView97 p_1_last_ownGm97(p_1_last_own + 4096 + _g192 * 128, GmView97::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                            TSTORE(p_1_last_ownGm97, t200_aiv1);  // flash_attn.pto:36:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -3857,12 +3993,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView94 lGm94(l + _qb0 * 64, GmView94::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm94, t213_aiv0);  // flash_attn.pto:37:20
-                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView95 mGm95(m + _qb0 * 64, GmView95::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm95, t183_aiv0);  // flash_attn.pto:38:13
+                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm98, t213_aiv0);  // flash_attn.pto:37:20
+                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView99 mGm99(m + _qb0 * 64, GmView99::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm99, t183_aiv0);  // flash_attn.pto:38:13
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
@@ -3872,12 +4008,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                        GmView96 lGm96(l + _qb0 * 64 + 32, GmView96::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                        TSTORE(lGm96, t213_aiv1);  // flash_attn.pto:37:20
-                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                        GmView97 mGm97(m + _qb0 * 64 + 32, GmView97::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                        TSTORE(mGm97, t183_aiv1);  // flash_attn.pto:38:13
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TSTORE(lGm100, t213_aiv1);  // flash_attn.pto:37:20
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                        GmView101 mGm101(m + _qb0 * 64 + 32, GmView101::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                        TSTORE(mGm101, t183_aiv1);  // flash_attn.pto:38:13
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -3891,29 +4027,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
                     TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
                     if (ptodsl_aiv0) {
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView98 p_1_last_ownGm98(p_1_last_own + _g217 * 128, GmView98::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                        TLOAD(t218_aiv0, p_1_last_ownGm98);  // flash_attn.pto:39:21
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView102 p_1_last_ownGm102(p_1_last_own + _g217 * 128, GmView102::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv0, p_1_last_ownGm102);  // flash_attn.pto:39:21
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView99 ptGm99(pt + _qb0 * 64 * 128 + _g217 * 128, GmView99::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                        TSTORE(ptGm99, t218_aiv0);  // flash_attn.pto:39:21
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView103 ptGm103(pt + _qb0 * 64 * 128 + _g217 * 128, GmView103::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm103, t218_aiv0);  // flash_attn.pto:39:21
                     }
                     for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
                         if (!ptodsl_aiv0) {
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                            GmView100 p_1_last_ownGm100(p_1_last_own + 4096 + _g217 * 128, GmView100::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                            TLOAD(t218_aiv1, p_1_last_ownGm100);  // flash_attn.pto:39:21
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g217 * 128, GmView104::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TLOAD(t218_aiv1, p_1_last_ownGm104);  // flash_attn.pto:39:21
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                            GmView101 ptGm101(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView101::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                            TSTORE(ptGm101, t218_aiv1);  // flash_attn.pto:39:21
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView105 ptGm105(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView105::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TSTORE(ptGm105, t218_aiv1);  // flash_attn.pto:39:21
                         }
                     }
                 }
@@ -3941,15 +4077,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView102 accGm102(acc + _qb0 * 64 * D, GmView102::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView102::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t221_aiv0, accGm102);  // flash_attn.pto:40:22
+                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView106 accGm106(acc + _qb0 * 64 * D, GmView106::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView106::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv0, accGm106);  // flash_attn.pto:40:22
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView103 alphaGm103(alpha + _qb0 * 64, GmView103::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(t222_aiv0, alphaGm103);  // flash_attn.pto:40:22
+                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView107 alphaGm107(alpha + _qb0 * 64, GmView107::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv0, alphaGm107);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -3965,9 +4101,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 }
                 wait_flag_dev(6);
                 if (ptodsl_aiv0) {
-                    using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView104 pv_last_ownGm104(pv_last_own, GmView104::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView104::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t227_aiv0, pv_last_ownGm104);  // flash_attn.pto:40:22
+                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView108 pv_last_ownGm108(pv_last_own, GmView108::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView108::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv0, pv_last_ownGm108);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3980,30 +4116,30 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView105 accGm105(acc + _qb0 * 64 * D, GmView105::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView105::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm105, t228_aiv0);  // flash_attn.pto:40:22
+                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView109 accGm109(acc + _qb0 * 64 * D, GmView109::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm109, t228_aiv0);  // flash_attn.pto:40:22
                 }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView106 alphaGm106(alpha + _qb0 * 64, GmView106::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm106, t190_aiv0);  // flash_attn.pto:41:13
+                    using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView110 alphaGm110(alpha + _qb0 * 64, GmView110::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm110, t190_aiv0);  // flash_attn.pto:41:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
                     if (!ptodsl_aiv0) {
-                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView107 accGm107(acc + (_qb0 * 64 + 32) * D, GmView107::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView107::Stride(D));  // flash_attn.pto:40:22
-                        TLOAD(t221_aiv1, accGm107);  // flash_attn.pto:40:22
+                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView111 accGm111(acc + (_qb0 * 64 + 32) * D, GmView111::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView111::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t221_aiv1, accGm111);  // flash_attn.pto:40:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                        GmView108 alphaGm108(alpha + _qb0 * 64 + 32, GmView108::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                        TLOAD(t222_aiv1, alphaGm108);  // flash_attn.pto:40:22
+                        using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                        GmView112 alphaGm112(alpha + _qb0 * 64 + 32, GmView112::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                        TLOAD(t222_aiv1, alphaGm112);  // flash_attn.pto:40:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4014,9 +4150,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                         TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
-                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView109 pv_last_ownGm109(pv_last_own + D * 32, GmView109::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
-                        TLOAD(t227_aiv1, pv_last_ownGm109);  // flash_attn.pto:40:22
+                        using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView113 pv_last_ownGm113(pv_last_own + D * 32, GmView113::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t227_aiv1, pv_last_ownGm113);  // flash_attn.pto:40:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4028,15 +4164,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView110 accGm110(acc + (_qb0 * 64 + 32) * D, GmView110::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView110::Stride(D));  // flash_attn.pto:40:22
-                        TSTORE(accGm110, t228_aiv1);  // flash_attn.pto:40:22
+                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView114 accGm114(acc + (_qb0 * 64 + 32) * D, GmView114::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView114::Stride(D));  // flash_attn.pto:40:22
+                        TSTORE(accGm114, t228_aiv1);  // flash_attn.pto:40:22
                     }
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                        GmView111 alphaGm111(alpha + _qb0 * 64 + 32, GmView111::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                        TSTORE(alphaGm111, t190_aiv1);  // flash_attn.pto:41:13
+                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                        GmView115 alphaGm115(alpha + _qb0 * 64 + 32, GmView115::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                        TSTORE(alphaGm115, t190_aiv1);  // flash_attn.pto:41:13
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -4071,9 +4207,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag_dev(5);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView117 t15_last_ownGm117(t15_last_own, GmView117::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t250_aiv0, t15_last_ownGm117);  // flash_attn.pto:43:22
+                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView121 t15_last_ownGm121(t15_last_own, GmView121::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv0, t15_last_ownGm121);  // flash_attn.pto:43:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4084,9 +4220,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView118 accGm118(acc + _qb0 * 64 * D, GmView118::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm118, t251_aiv0);  // flash_attn.pto:43:22
+                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView122 accGm122(acc + _qb0 * 64 * D, GmView122::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm122, t251_aiv0);  // flash_attn.pto:43:22
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -4099,9 +4235,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView119 oGm119(o + _qb0 * 64 * D, GmView119::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm119, t256_aiv0);  // flash_attn.pto:44:20
+                    using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView123 oGm123(o + _qb0 * 64 * D, GmView123::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView123::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm123, t256_aiv0);  // flash_attn.pto:44:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -4112,9 +4248,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                         TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
-                        using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView120 t15_last_ownGm120(t15_last_own + D * 32, GmView120::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t250_aiv1, t15_last_ownGm120);  // flash_attn.pto:43:22
+                        using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView124 t15_last_ownGm124(t15_last_own + D * 32, GmView124::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t250_aiv1, t15_last_ownGm124);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4125,9 +4261,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm121, t251_aiv1);  // flash_attn.pto:43:22
+                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView125 accGm125(acc + (_qb0 * 64 + 32) * D, GmView125::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView125::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm125, t251_aiv1);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -4140,9 +4276,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView122 oGm122(o + (_qb0 * 64 + 32) * D, GmView122::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm122, t256_aiv1);  // flash_attn.pto:44:20
+                        using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView126 oGm126(o + (_qb0 * 64 + 32) * D, GmView126::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm126, t256_aiv1);  // flash_attn.pto:44:20
                     }
                 }
             }
