@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from .. import sym
 from ..cases import InputError, build_input, case_seed
 from ..diagnostics import Diagnostics, Label
+from ..dtypes import DTYPES
 from ..frontend import ast
 from ..frontend.spec import Spec
 from .typer import did_you_mean
@@ -38,6 +39,8 @@ def check_case_inputs(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> Non
             except KeyError:
                 continue  # the case misses a dim: E0233 when it runs, with the case's other problems
             dtype = variant.get(p.dtype, p.dtype)
+            if dtype not in DTYPES:
+                continue  # a dtype variable the spec does not bind: E0305 from the typer
             try:
                 build_input(name, entry, shape, dtype, case_seed(spec.op, case), env, spec.folder)
             except InputError as exc:

@@ -158,3 +158,13 @@ def test_the_cost_model_reads_the_explicit_values(spec):
     # 41 rows doubled (17 + 23 + 1), against none when every offset reads 41
     assert with_values.gm_bytes > at_the_top.gm_bytes
     assert with_values.gm_bytes - at_the_top.gm_bytes == 41 * 64 * 4 * 2
+
+
+def test_inputs_for_a_parameter_of_an_unbound_dtype_variable_are_left_to_the_typer(tmp_path):
+    """A parameter typed by a name the spec does not bind (a misspelt dtype) gets E0305 at the
+    .pto, and its case's `inputs:` no array: an unknown dtype once reached the input builder and
+    stopped `ptodsl check` with an internal error (found by ptodsl.fuzz.mutate)."""
+    (tmp_path / "seg.pto").write_text(PTO.replace("cu: i32[B1]", "cu: set_flag[B1]"))
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "seg.yaml").write_text(HEAD + f"  - {{shapes: {SHAPES}, inputs: {{cu: [0, 10, 20, 41]}}}}\n")
+    assert ("E0305", 1) in codes(str(tmp_path / "seg.yaml"))
