@@ -14,15 +14,16 @@ shared, the sync pass sees no dependency between the copies, so loading one copy
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
 
-A cube step (a body with L1 tiles, in a cube kernel or in a mixed one: ffn's second product over
-a row block loads its K steps ahead while the vector cores work out the activation) is buffered
-deeper: ``DEEP`` copies, each with its own L1
+A cube kernel's step (a body with L1 tiles) is buffered deeper: ``DEEP`` copies, each with its own L1
 tiles (``buffer = c``) while its L0 tiles alternate between two sets (``buffer = c % 2``: L0A holds
 two steps' A tiles, not more). The loads then run up to ``DEEP`` steps ahead of the cube, which is
 what keeps MTE2, the pipe that bounds a matmul, busy across the end of an output tile: the first
 step of the next tile waits for the fixpipe to empty L0C, and with two sets MTE2 stopped too.
 Where the flags of that many sets need more event ids than the target has, the step keeps one set
-fewer at a time, down to two.
+fewer at a time, down to two. A mixed kernel's cube step keeps two sets: its loads run one step
+ahead (ffn's second product over a row block loads its next K step while the cube multiplies this
+one and the vector cores work out the next block's activation), and the vector cores, not MTE2,
+bound such a kernel, so more sets would only add copies of the body (code, compile time, frame).
 
 The pass runs unless the schedule turns it off (``pass_options: {double_buffer: false}``): doubling
 and trying each kernel on a copy make compiling the library take about 1.6 times as long. A loop stays
@@ -160,10 +161,10 @@ def doubled(loop: Op, ranges: Ranges, depth: int = 2) -> Op:
 
 
 def _depths(func: Func, loop: Op, ranges: Ranges) -> tuple[int, ...]:
-    """The buffer counts to try for ``loop``, most first: a cube (or mixed) kernel's step that loads into L1
+    """The buffer counts to try for ``loop``, most first: a cube kernel's step that loads into L1
     tries ``DEEP`` sets of L1 tiles (module docstring), but no more than a known trip count (ffn's
     second product has three k steps after its first), everything else two."""
-    if func.kind in ("cube", "mixed") and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
+    if func.kind == "cube" and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
                                    for o in loop.walk()):
         trips = _trips(loop, ranges)
         most = min(DEEP, max(int(trips), 2)) if sym.is_const(trips) else DEEP

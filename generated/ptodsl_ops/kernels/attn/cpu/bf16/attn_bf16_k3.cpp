@@ -48,14 +48,6 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT239EB1 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT240EB1 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241EB1 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT238EB2 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239EB2 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240EB2 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241EB2 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT238EB3 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239EB3 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240EB3 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241EB3 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -110,10 +102,14 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT236O = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT234O = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT238O = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239O = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240O = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241O = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238OB0 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239OB0 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240OB0 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241OB0 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238OB1 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239OB1 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240OB1 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241OB1 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -238,35 +234,33 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
@@ -276,25 +270,25 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t238_e_b1, 49152);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t239_e_b1, 16384);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t240_e_b1, 65536);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t241_e_b1, 16384);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
@@ -302,69 +296,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b2, 81920);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b2, 98304);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
-                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b3, 114688);  // online_softmax_attn.pto:10:13
-                            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b3, 16384);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
-                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b3, 131072);  // online_softmax_attn.pto:10:13
-                            using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b3, 16384);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -374,9 +308,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u1c0Gm6(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView6::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm6, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -404,17 +338,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t250_e_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_u1c0Gm7(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_e_aiv0, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_e_aiv0, t244_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_u1c0Gm8(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0Gm8, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 67584);  // online_softmax_attn.pto:17:32
@@ -422,17 +356,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     TMAX(t247_e_aiv0, t247_e_aiv0, t250_e_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView9 t0_u1c0Gm9(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView9::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv1, t0_u1c0Gm9);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_e_aiv1, t244_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView10 s_u1c0Gm10(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView10::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm10, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp1, 67584);  // online_softmax_attn.pto:17:32
@@ -470,9 +404,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT277EAiv1 t277_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_e_aiv0, mGm11);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -481,9 +415,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TSUB(t258_e_aiv0, t252_e_aiv0, t254_e_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_e_aiv0, lGm12);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -492,9 +426,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TEXPANDS(t277_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView13 mGm13(m + _qb3 * 64 + 32, GmView13::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_e_aiv1, t252_e_aiv1, t247_e_aiv1);  // online_softmax_attn.pto:17:21
@@ -502,9 +436,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TSUB(t258_e_aiv1, t252_e_aiv1, t254_e_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView14 lGm14(l + _qb3 * 64 + 32, GmView14::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -529,9 +463,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t280_e_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_u1c0Gm15(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_e_aiv0, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -541,9 +475,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TROWEXPANDEXPDIF(t271_e_aiv0, t264_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_u1c0Gm16(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm16, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp3, 67584);  // online_softmax_attn.pto:20:32
@@ -551,9 +485,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     TADD(t277_e_aiv0, t277_e_aiv0, t280_e_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView17 s_u1c0Gm17(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView17::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv1, s_u1c0Gm17);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -563,9 +497,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TROWEXPANDEXPDIF(t271_e_aiv1, t264_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView18::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm18, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 67584);  // online_softmax_attn.pto:20:32
@@ -587,17 +521,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                     TADD(t284_e_aiv1, t275_e_aiv1, t277_e_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -615,38 +549,38 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t288_e_aiv0, 21504);  // online_softmax_attn.pto:21:43
                     TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_u1c0Gm21(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_e_aiv0, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_e_aiv0, t287_e_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0Gm26, t288_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0Gm22, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView23 p_1_u1c0Gm23(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView23::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv1, p_1_u1c0Gm23);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_e_aiv1, t287_e_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm28, t288_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView24 t14_u1c0Gm24(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView24::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm24, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm25, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView26 mGm26(m + _qb3 * 64 + 32, GmView26::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm26, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -669,9 +603,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128, GmView27::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ bfloat16_t* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -688,9 +622,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _g290 * 64, GmView28::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -707,9 +641,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
+                        using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView29 t14_u1c0_twinGm29(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView29::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm29);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -719,9 +653,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
+                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView30 vj_u1c0_sk1_eGm30(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView30::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm30);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -735,9 +669,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView31::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm31, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -769,9 +703,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t311_e_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t303_e_aiv0, accGm32);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -782,9 +716,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TROWEXPANDMUL(t306_e_aiv0, t303_e_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 t13_u1c0_twinGm33(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView33::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm33);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -794,18 +728,18 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 accGm34(acc + _qb3 * 64 * D + _g302 * 128, GmView34::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm34, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv1, accGm35);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -814,9 +748,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 t13_u1c0_twinGm36(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView36::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm36);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -824,9 +758,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 accGm37(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView37::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm37, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -858,9 +792,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb3 * 64 * D, GmView38::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm38);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ bfloat16_t* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -874,14 +808,14 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D, GmView39::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -893,49 +827,82 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238OB0 t238_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o_b0, 81920);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
+                        using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView40 qGm40(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView40::Shape(t238_o_b0.GetValidRow(), t238_o_b0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o_b0, qGm40);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT239OB0 t239_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t239_o_b0, t238_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240OB0 t240_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o_b0, 98304);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView41 kj_u1c0_sk0_oGm41(kj_u1c0_sk0_o + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView41::Shape(t240_o_b0.GetValidRow(), t240_o_b0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o_b0, kj_u1c0_sk0_oGm41);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT241OB0 t241_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t241_o_b0, t240_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_o, t232_o, t239_o_b0, t241_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238OB1 t238_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_o_b1, 114688);  // online_softmax_attn.pto:10:13
+                            using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView42 qGm42(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView42::Shape(t238_o_b1.GetValidRow(), t238_o_b1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_o_b1, qGm42);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239OB1 t239_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_o_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_o_b1, t238_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT240OB1 t240_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_o_b1, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView43::Shape(t240_o_b1.GetValidRow(), t240_o_b1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_o_b1, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241OB1 t241_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_o_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_o_b1, t240_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_o, t232_o, t239_o_b1, t241_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 t0_u1c0_twinGm44(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView44::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm44, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -963,17 +930,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t250_o_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView45 t0_u1c0_twinGm45(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView45::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm45);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_o_aiv0, t244_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView46 s_u1c0_twinGm46(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView46::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0_twinGm46, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp8, 67584);  // online_softmax_attn.pto:17:32
@@ -981,17 +948,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     TMAX(t247_o_aiv0, t247_o_aiv0, t250_o_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_o_aiv1, t244_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView48 s_u1c0_twinGm48(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm48, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp9, 67584);  // online_softmax_attn.pto:17:32
@@ -1029,9 +996,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT277OAiv1 t277_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView49 mGm49(m + _qb3 * 64, GmView49::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_o_aiv0, mGm49);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1040,9 +1007,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TSUB(t258_o_aiv0, t252_o_aiv0, t254_o_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView50 lGm50(l + _qb3 * 64, GmView50::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_o_aiv0, lGm50);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1051,9 +1018,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TEXPANDS(t277_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView51 mGm51(m + _qb3 * 64 + 32, GmView51::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv1, mGm51);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_o_aiv1, t252_o_aiv1, t247_o_aiv1);  // online_softmax_attn.pto:17:21
@@ -1061,9 +1028,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TSUB(t258_o_aiv1, t252_o_aiv1, t254_o_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView52 lGm52(l + _qb3 * 64 + 32, GmView52::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv1, lGm52);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1088,9 +1055,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t280_o_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView53 s_u1c0_twinGm53(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView53::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_o_aiv0, s_u1c0_twinGm53);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -1100,9 +1067,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TROWEXPANDEXPDIF(t271_o_aiv0, t264_o_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView54 p_1_u1c0_twinGm54(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView54::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0_twinGm54, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp11, 67584);  // online_softmax_attn.pto:20:32
@@ -1110,9 +1077,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     TADD(t277_o_aiv0, t277_o_aiv0, t280_o_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView55 s_u1c0_twinGm55(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv1, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -1122,9 +1089,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TROWEXPANDEXPDIF(t271_o_aiv1, t264_o_aiv1, tmp12);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm56, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp13, 67584);  // online_softmax_attn.pto:20:32
@@ -1146,17 +1113,17 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView57 lGm57(l + _qb3 * 64, GmView57::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm57, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                     TADD(t284_o_aiv1, t275_o_aiv1, t277_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView58 lGm58(l + _qb3 * 64 + 32, GmView58::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm58, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -1174,38 +1141,38 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TASSIGN(t288_o_aiv0, 21504);  // online_softmax_attn.pto:21:43
                     TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView59 p_1_u1c0_twinGm59(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView59::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm59);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_o_aiv0, t287_o_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0_twinGm62, t288_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView60 t14_u1c0_twinGm60(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView60::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0_twinGm60, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
+                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_o_aiv1, t287_o_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm64, t288_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm62, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView63 mGm63(m + _qb3 * 64, GmView63::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm63, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
-                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView64 mGm64(m + _qb3 * 64 + 32, GmView64::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm64, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1229,9 +1196,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
+                    using GmView65 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView65 t14_u1c0Gm65(t14_u1c0 + _qb3 * 64 * 128, GmView65::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm65);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ bfloat16_t* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1248,9 +1215,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
+                        using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView66 vj_u1c0_sk1_oGm66(vj_u1c0_sk1_o + _g290 * 64, GmView66::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm66);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1267,9 +1234,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView69 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
+                            using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView67::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1279,9 +1246,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView70 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
+                            using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView68::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1295,9 +1262,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView69 t13_u1c0Gm69(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView69::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm69, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1329,9 +1296,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TASSIGN(t311_o_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView70 accGm70(acc + _qb3 * 64 * D + _g302 * 128, GmView70::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_o_aiv0, accGm70);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1342,9 +1309,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TROWEXPANDMUL(t306_o_aiv0, t303_o_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView71::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_o_aiv0, t13_u1c0Gm71);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1354,18 +1321,18 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm72, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
+                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView73 accGm73(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView73::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv1, accGm73);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1374,9 +1341,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
+                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView74 t13_u1c0Gm74(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView74::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv1, t13_u1c0Gm74);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1384,9 +1351,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm75, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1478,35 +1445,33 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_e_b0, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
@@ -1516,25 +1481,25 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t238_e_b1, 49152);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t239_e_b1, 16384);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t240_e_b1, 65536);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t241_e_b1, 16384);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
@@ -1542,69 +1507,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b2, 81920);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b2, 98304);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
-                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b3, 114688);  // online_softmax_attn.pto:10:13
-                            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b3, 16384);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
-                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b3, 131072);  // online_softmax_attn.pto:10:13
-                            using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b3, 16384);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -1614,9 +1519,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u1c0Gm6(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView6::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm6, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1655,9 +1560,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128, GmView27::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ bfloat16_t* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1674,9 +1579,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _g290 * 64, GmView28::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -1693,9 +1598,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
+                        using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView29 t14_u1c0_twinGm29(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView29::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm29);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -1705,9 +1610,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
+                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView30 vj_u1c0_sk1_eGm30(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView30::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm30);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -1721,9 +1626,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView31::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm31, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1747,9 +1652,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb3 * 64 * D, GmView38::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm38);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ bfloat16_t* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -1763,14 +1668,14 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D, GmView39::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -1782,49 +1687,82 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238OB0 t238_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o_b0, 81920);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
+                        using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView40 qGm40(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView40::Shape(t238_o_b0.GetValidRow(), t238_o_b0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o_b0, qGm40);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT239OB0 t239_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t239_o_b0, t238_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240OB0 t240_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o_b0, 98304);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView41 kj_u1c0_sk0_oGm41(kj_u1c0_sk0_o + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView41::Shape(t240_o_b0.GetValidRow(), t240_o_b0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o_b0, kj_u1c0_sk0_oGm41);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT241OB0 t241_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t241_o_b0, t240_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_o, t232_o, t239_o_b0, t241_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238OB1 t238_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_o_b1, 114688);  // online_softmax_attn.pto:10:13
+                            using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView42 qGm42(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView42::Shape(t238_o_b1.GetValidRow(), t238_o_b1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_o_b1, qGm42);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239OB1 t239_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_o_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_o_b1, t238_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT240OB1 t240_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_o_b1, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView43::Shape(t240_o_b1.GetValidRow(), t240_o_b1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_o_b1, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241OB1 t241_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_o_b1, 16384);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_o_b1, t240_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_o, t232_o, t239_o_b1, t241_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 t0_u1c0_twinGm44(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView44::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm44, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1864,9 +1802,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
+                    using GmView65 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView65 t14_u1c0Gm65(t14_u1c0 + _qb3 * 64 * 128, GmView65::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm65);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ bfloat16_t* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1883,9 +1821,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
+                        using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView66 vj_u1c0_sk1_oGm66(vj_u1c0_sk1_o + _g290 * 64, GmView66::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm66);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1902,9 +1840,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView69 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
+                            using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView67::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1914,9 +1852,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView70 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
+                            using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView68::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1930,9 +1868,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView69 t13_u1c0Gm69(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView69::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm69, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2001,12 +1939,8 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 }
                 __gm__ bfloat16_t* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                        }
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                        }
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
                         }
                     }
                 }
@@ -2038,9 +1972,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u1c0Gm7(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv0, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2050,9 +1984,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u1c0Gm8(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm8, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2066,9 +2000,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
+                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView9 t0_u1c0Gm9(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView9::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_e_aiv1, t0_u1c0Gm9);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2078,9 +2012,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView10 s_u1c0Gm10(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView10::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0Gm10, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2124,9 +2058,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv0, mGm11);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2141,9 +2075,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv0, lGm12);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2158,9 +2092,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView13 mGm13(m + _qb3 * 64 + 32, GmView13::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_e_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2174,9 +2108,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView14 lGm14(l + _qb3 * 64 + 32, GmView14::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_e_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2205,9 +2139,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u1c0Gm15(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv0, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2221,9 +2155,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm16, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2237,9 +2171,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
+                            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView17 s_u1c0Gm17(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView17::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_e_aiv1, s_u1c0Gm17);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2253,9 +2187,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView18::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0Gm18, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2285,9 +2219,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm19, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
@@ -2297,9 +2231,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm20, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -2319,9 +2253,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv0, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2331,15 +2265,15 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm26, t288_e_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm22, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView23 p_1_u1c0Gm23(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView23::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_e_aiv1, p_1_u1c0Gm23);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2349,22 +2283,22 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0Gm28, t288_e_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView24 t14_u1c0Gm24(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView24::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0Gm24, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm25, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView26 mGm26(m + _qb3 * 64 + 32, GmView26::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm26, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2415,9 +2349,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv0, accGm32);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2432,9 +2366,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 t13_u1c0_twinGm33(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView33::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm33);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -2448,9 +2382,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView34 accGm34(acc + _qb3 * 64 * D + _g302 * 128, GmView34::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm34, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -2459,9 +2393,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
+                            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_e_aiv1, accGm35);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2472,9 +2406,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
+                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView36 t13_u1c0_twinGm36(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView36::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm36);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2486,9 +2420,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView37 accGm37(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView37::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm37, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2518,7 +2452,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 }
                 __gm__ bfloat16_t* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -2549,9 +2485,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView45 t0_u1c0_twinGm45(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView45::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm45);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2561,9 +2497,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView46 s_u1c0_twinGm46(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView46::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm46, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2577,9 +2513,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
+                            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2589,9 +2525,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView48 s_u1c0_twinGm48(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0_twinGm48, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2635,9 +2571,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView49 mGm49(m + _qb3 * 64, GmView49::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv0, mGm49);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2652,9 +2588,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView50 lGm50(l + _qb3 * 64, GmView50::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv0, lGm50);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2669,9 +2605,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView51 mGm51(m + _qb3 * 64 + 32, GmView51::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_o_aiv1, mGm51);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2685,9 +2621,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView52 lGm52(l + _qb3 * 64 + 32, GmView52::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_o_aiv1, lGm52);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2716,9 +2652,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView53 s_u1c0_twinGm53(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView53::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv0, s_u1c0_twinGm53);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2732,9 +2668,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView54 p_1_u1c0_twinGm54(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView54::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm54, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2748,9 +2684,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
+                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView55 s_u1c0_twinGm55(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_o_aiv1, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -2764,9 +2700,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0_twinGm56, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2796,9 +2732,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView57 lGm57(l + _qb3 * 64, GmView57::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm57, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
@@ -2808,9 +2744,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView58 lGm58(l + _qb3 * 64 + 32, GmView58::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm58, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -2830,9 +2766,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView59 p_1_u1c0_twinGm59(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView59::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm59);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2842,15 +2778,15 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm62, t288_o_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView60 t14_u1c0_twinGm60(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView60::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm60, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
+                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2860,22 +2796,22 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0_twinGm64, t288_o_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView62::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0_twinGm62, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView63 mGm63(m + _qb3 * 64, GmView63::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm63, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView64 mGm64(m + _qb3 * 64 + 32, GmView64::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm64, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2927,9 +2863,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
-                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
+                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView70 accGm70(acc + _qb3 * 64 * D + _g302 * 128, GmView70::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv0, accGm70);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2944,9 +2880,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
+                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView71::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv0, t13_u1c0Gm71);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -2960,9 +2896,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm72, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2971,9 +2907,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
+                                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView73 accGm73(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView73::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t303_o_aiv1, accGm73);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2984,9 +2920,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                                 TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
+                                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView74 t13_u1c0Gm74(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView74::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t310_o_aiv1, t13_u1c0Gm74);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2998,9 +2934,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm75, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);

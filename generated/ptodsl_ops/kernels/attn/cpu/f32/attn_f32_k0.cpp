@@ -44,14 +44,6 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT9B1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT10B1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11B1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT8B2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9B2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT10B2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11B2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT8B3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9B3 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT10B3 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11B3 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -138,35 +130,33 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k7_db) {  // online_softmax_attn.pto:10:13
-                TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // online_softmax_attn.pto:10:13
+                TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 4) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 2) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t9_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9_b0, t8_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10_b0, 32768);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 4) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 2) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10_b0, kj_firstGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t11_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11_b0, t10_b0);  // online_softmax_attn.pto:10:13
@@ -176,25 +166,25 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
-                    TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
+                    TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t8_b1, 65536);  // online_softmax_attn.pto:10:13
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t8_b1, qGm4);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t9_b1, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t9_b1, t8_b1);  // online_softmax_attn.pto:10:13
-                    TileT10B1 t10_b1(min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT10B1 t10_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t10_b1, 98304);  // online_softmax_attn.pto:10:13
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t10_b1, kj_firstGm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B1 t11_b1(min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT11B1 t11_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t11_b1, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t11_b1, t10_b1);  // online_softmax_attn.pto:10:13
@@ -202,69 +192,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // online_softmax_attn.pto:10:13
                 }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 2), 1); ++_k7_dr2) {  // online_softmax_attn.pto:10:13
-                    TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_b2, 131072);  // online_softmax_attn.pto:10:13
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_b2, qGm6);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_b2, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_b2, t8_b2);  // online_softmax_attn.pto:10:13
-                    TileT10B2 t10_b2(min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_b2, 163840);  // online_softmax_attn.pto:10:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_b2, kj_firstGm7);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B2 t11_b2(min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_b2, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_b2, t10_b2);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // online_softmax_attn.pto:10:13
-                }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                for (int64_t _k7_dr3 = 0; _k7_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 3), 1); ++_k7_dr3) {  // online_softmax_attn.pto:10:13
-                    TileT8B3 t8_b3(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_b3, 196608);  // online_softmax_attn.pto:10:13
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 qGm8(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr3 + 4) * 128, GmView8::Shape(t8_b3.GetValidRow(), t8_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_b3, qGm8);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B3 t9_b3(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_b3, 32768);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_b3, t8_b3);  // online_softmax_attn.pto:10:13
-                    TileT10B3 t10_b3(min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_b3, 229376);  // online_softmax_attn.pto:10:13
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView9 kj_firstGm9(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr3 + 4) * 128, GmView9::Shape(t10_b3.GetValidRow(), t10_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_b3, kj_firstGm9);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B3 t11_b3(min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_b3, 32768);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_b3, t10_b3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2, t2, t9_b3, t11_b3);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -274,9 +204,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-            GmView10 t0_firstGm10(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView10::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_firstGm10, t2);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_firstGm6(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm6, t2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -313,17 +243,17 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t20_aiv0, 33792);  // online_softmax_attn.pto:12:20
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
             TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:12:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-            GmView11 t0_firstGm11(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView11::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t14_aiv0, t0_firstGm11);  // online_softmax_attn.pto:10:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView7 t0_firstGm7(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView7::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t14_aiv0, t0_firstGm7);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-            GmView12 s_firstGm12(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView12::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_firstGm12, t15_aiv0);  // online_softmax_attn.pto:10:13
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView8 s_firstGm8(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView8::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_firstGm8, t15_aiv0);  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
             TASSIGN(tmp0, 35840);  // online_softmax_attn.pto:12:20
@@ -331,17 +261,17 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView13 t0_firstGm13(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView13::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t14_aiv1, t0_firstGm13);  // online_softmax_attn.pto:10:13
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView9 t0_firstGm9(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView9::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t14_aiv1, t0_firstGm9);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView14 s_firstGm14(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView14::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_firstGm14, t15_aiv1);  // online_softmax_attn.pto:10:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView10 s_firstGm10(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView10::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_firstGm10, t15_aiv1);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
                 TASSIGN(tmp1, 35840);  // online_softmax_attn.pto:12:20
@@ -362,17 +292,17 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-        GmView15 mGm15(m + _qb0 * 64, GmView15::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-        TSTORE(mGm15, t17_aiv0);  // online_softmax_attn.pto:12:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+        GmView11 mGm11(m + _qb0 * 64, GmView11::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+        TSTORE(mGm11, t17_aiv0);  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t32_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
         pipe_barrier(PIPE_V);
         for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-            GmView16 mGm16(m + _qb0 * 64 + 32, GmView16::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-            TSTORE(mGm16, t17_aiv1);  // online_softmax_attn.pto:12:20
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView12 mGm12(m + _qb0 * 64 + 32, GmView12::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm12, t17_aiv1);  // online_softmax_attn.pto:12:20
             TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
         }
         pipe_barrier(PIPE_V);
@@ -392,9 +322,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t35_aiv0, 34816);  // online_softmax_attn.pto:14:20
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
             TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:14:20
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
-            GmView17 s_firstGm17(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView17::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t23_aiv0, s_firstGm17);  // online_softmax_attn.pto:13:21
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+            GmView13 s_firstGm13(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView13::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TLOAD(t23_aiv0, s_firstGm13);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:13:17
@@ -404,9 +334,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
-            GmView18 p_firstGm18(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView18::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_firstGm18, t30_aiv0);  // online_softmax_attn.pto:13:17
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+            GmView14 p_firstGm14(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView14::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TSTORE(p_firstGm14, t30_aiv0);  // online_softmax_attn.pto:13:17
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
             TASSIGN(tmp3, 35840);  // online_softmax_attn.pto:14:20
@@ -414,9 +344,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
-                GmView19 s_firstGm19(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView19::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                TLOAD(t23_aiv1, s_firstGm19);  // online_softmax_attn.pto:13:21
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                GmView15 s_firstGm15(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView15::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23_aiv1, s_firstGm15);  // online_softmax_attn.pto:13:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:13:17
@@ -426,9 +356,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
-                GmView20 p_firstGm20(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView20::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                TSTORE(p_firstGm20, t30_aiv1);  // online_softmax_attn.pto:13:17
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                GmView16 p_firstGm16(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView16::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm16, t30_aiv1);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
                 TASSIGN(tmp5, 35840);  // online_softmax_attn.pto:14:20
@@ -445,13 +375,13 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-        GmView21 lGm21(l + _qb0 * 64, GmView21::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm21, t32_aiv0);  // online_softmax_attn.pto:14:20
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+        GmView17 lGm17(l + _qb0 * 64, GmView17::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+        TSTORE(lGm17, t32_aiv0);  // online_softmax_attn.pto:14:20
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-            GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-            TSTORE(lGm22, t32_aiv1);  // online_softmax_attn.pto:14:20
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm18, t32_aiv1);  // online_softmax_attn.pto:14:20
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -462,23 +392,23 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
             TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t38_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:15:29
-            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-            GmView23 p_firstGm23(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView23::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38_aiv0, p_firstGm23);  // online_softmax_attn.pto:15:29
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+            GmView19 p_firstGm19(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView19::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TLOAD(t38_aiv0, p_firstGm19);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-            GmView24 t5_firstGm24(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView24::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_firstGm24, t38_aiv0);  // online_softmax_attn.pto:15:29
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+            GmView20 t5_firstGm20(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView20::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TSTORE(t5_firstGm20, t38_aiv0);  // online_softmax_attn.pto:15:29
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                GmView25 p_firstGm25(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView25::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TLOAD(t38_aiv1, p_firstGm25);  // online_softmax_attn.pto:15:29
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView21 p_firstGm21(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView21::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38_aiv1, p_firstGm21);  // online_softmax_attn.pto:15:29
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                GmView26 t5_firstGm26(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView26::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TSTORE(t5_firstGm26, t38_aiv1);  // online_softmax_attn.pto:15:29
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView22 t5_firstGm22(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView22::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm22, t38_aiv1);  // online_softmax_attn.pto:15:29
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -497,9 +427,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
-            GmView27 t5_firstGm27(t5_first + _qb0 * 64 * 128, GmView27::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm27);  // online_softmax_attn.pto:15:22
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+            GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 128, GmView23::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm23);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -510,9 +440,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT45 t45(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView28 vj_firstGm28(vj_first + _g41 * 64, GmView28::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm28);  // online_softmax_attn.pto:15:22
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView24 vj_firstGm24(vj_first + _g41 * 64, GmView24::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm24);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT46 t46(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
@@ -529,9 +459,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 128) + 127) / 128; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
-                GmView29 t5_firstGm29(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView29::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm29);  // online_softmax_attn.pto:15:22
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+                GmView25 t5_firstGm25(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView25::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm25);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -541,9 +471,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView30 vj_firstGm30(vj_first + _k47 * 128 * D + _g41 * 64, GmView30::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm30);  // online_softmax_attn.pto:15:22
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView26 vj_firstGm26(vj_first + _k47 * 128 * D + _g41 * 64, GmView26::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm26);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -557,9 +487,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView31 accGm31(acc + _qb0 * 64 * D + _g41 * 64, GmView31::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm31, t42);  // online_softmax_attn.pto:15:22
+            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView27 accGm27(acc + _qb0 * 64 * D + _g41 * 64, GmView27::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm27, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -634,35 +564,33 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k7_db) {  // online_softmax_attn.pto:10:13
-                TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // online_softmax_attn.pto:10:13
+                TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 4) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 2) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t9_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9_b0, t8_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10_b0, 32768);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 4) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 2) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10_b0, kj_firstGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t11_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11_b0, t10_b0);  // online_softmax_attn.pto:10:13
@@ -672,25 +600,25 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
-                    TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
+                    TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t8_b1, 65536);  // online_softmax_attn.pto:10:13
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t8_b1, qGm4);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t9_b1, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t9_b1, t8_b1);  // online_softmax_attn.pto:10:13
-                    TileT10B1 t10_b1(min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT10B1 t10_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t10_b1, 98304);  // online_softmax_attn.pto:10:13
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t10_b1, kj_firstGm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B1 t11_b1(min_i64(D - (_k7_db * 4 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT11B1 t11_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t11_b1, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t11_b1, t10_b1);  // online_softmax_attn.pto:10:13
@@ -698,69 +626,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // online_softmax_attn.pto:10:13
                 }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 2), 1); ++_k7_dr2) {  // online_softmax_attn.pto:10:13
-                    TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_b2, 131072);  // online_softmax_attn.pto:10:13
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_b2, qGm6);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_b2, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_b2, t8_b2);  // online_softmax_attn.pto:10:13
-                    TileT10B2 t10_b2(min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_b2, 163840);  // online_softmax_attn.pto:10:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_b2, kj_firstGm7);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B2 t11_b2(min_i64(D - (_k7_db * 4 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_b2, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_b2, t10_b2);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // online_softmax_attn.pto:10:13
-                }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                for (int64_t _k7_dr3 = 0; _k7_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 3), 1); ++_k7_dr3) {  // online_softmax_attn.pto:10:13
-                    TileT8B3 t8_b3(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_b3, 196608);  // online_softmax_attn.pto:10:13
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 qGm8(q + _qb0 * 64 * D + (_k7_db * 4 + _k7_dr3 + 4) * 128, GmView8::Shape(t8_b3.GetValidRow(), t8_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_b3, qGm8);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9B3 t9_b3(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_b3, 32768);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_b3, t8_b3);  // online_softmax_attn.pto:10:13
-                    TileT10B3 t10_b3(min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_b3, 229376);  // online_softmax_attn.pto:10:13
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView9 kj_firstGm9(kj_first + _g1 * 64 * D + (_k7_db * 4 + _k7_dr3 + 4) * 128, GmView9::Shape(t10_b3.GetValidRow(), t10_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_b3, kj_firstGm9);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11B3 t11_b3(min_i64(D - (_k7_db * 4 + _k7_dr3 + 4) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_b3, 32768);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_b3, t10_b3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2, t2, t9_b3, t11_b3);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -770,9 +638,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-            GmView10 t0_firstGm10(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView10::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_firstGm10, t2);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_firstGm6(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm6, t2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -813,9 +681,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
-            GmView27 t5_firstGm27(t5_first + _qb0 * 64 * 128, GmView27::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm27);  // online_softmax_attn.pto:15:22
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+            GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 128, GmView23::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm23);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -826,9 +694,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT45 t45(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView28 vj_firstGm28(vj_first + _g41 * 64, GmView28::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm28);  // online_softmax_attn.pto:15:22
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView24 vj_firstGm24(vj_first + _g41 * 64, GmView24::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm24);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT46 t46(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
@@ -845,9 +713,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 128) + 127) / 128; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
-                GmView29 t5_firstGm29(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView29::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_firstGm29);  // online_softmax_attn.pto:15:22
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+                GmView25 t5_firstGm25(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView25::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm25);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -857,9 +725,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT50 t50(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView30 vj_firstGm30(vj_first + _k47 * 128 * D + _g41 * 64, GmView30::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_firstGm30);  // online_softmax_attn.pto:15:22
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView26 vj_firstGm26(vj_first + _k47 * 128 * D + _g41 * 64, GmView26::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm26);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -873,9 +741,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView31 accGm31(acc + _qb0 * 64 * D + _g41 * 64, GmView31::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm31, t42);  // online_softmax_attn.pto:15:22
+            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView27 accGm27(acc + _qb0 * 64 * D + _g41 * 64, GmView27::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm27, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -909,12 +777,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k7_db) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
-                }
-                for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 2), 1); ++_k7_dr2) {  // online_softmax_attn.pto:10:13
-                }
-                for (int64_t _k7_dr3 = 0; _k7_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 4 + 3), 1); ++_k7_dr3) {  // online_softmax_attn.pto:10:13
+            for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // online_softmax_attn.pto:10:13
+                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // online_softmax_attn.pto:10:13
                 }
             }
         }
@@ -952,9 +816,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
             TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:12:20
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView11 t0_firstGm11(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView11::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t14_aiv0, t0_firstGm11);  // online_softmax_attn.pto:10:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView7 t0_firstGm7(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView7::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t14_aiv0, t0_firstGm7);  // online_softmax_attn.pto:10:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -964,9 +828,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView12 s_firstGm12(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView12::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_firstGm12, t15_aiv0);  // online_softmax_attn.pto:10:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView8 s_firstGm8(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView8::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_firstGm8, t15_aiv0);  // online_softmax_attn.pto:10:13
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
@@ -980,9 +844,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView13 t0_firstGm13(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView13::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t14_aiv1, t0_firstGm13);  // online_softmax_attn.pto:10:13
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView9 t0_firstGm9(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView9::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t14_aiv1, t0_firstGm9);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -992,9 +856,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView14 s_firstGm14(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView14::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_firstGm14, t15_aiv1);  // online_softmax_attn.pto:10:13
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView10 s_firstGm10(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView10::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_firstGm10, t15_aiv1);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
@@ -1022,9 +886,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-            GmView15 mGm15(m + _qb0 * 64, GmView15::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-            TSTORE(mGm15, t17_aiv0);  // online_softmax_attn.pto:12:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView11 mGm11(m + _qb0 * 64, GmView11::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm11, t17_aiv0);  // online_softmax_attn.pto:12:20
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1034,9 +898,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         pipe_barrier(PIPE_V);
         for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
             if (!ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                GmView16 mGm16(m + _qb0 * 64 + 32, GmView16::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-                TSTORE(mGm16, t17_aiv1);  // online_softmax_attn.pto:12:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                GmView12 mGm12(m + _qb0 * 64 + 32, GmView12::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+                TSTORE(mGm12, t17_aiv1);  // online_softmax_attn.pto:12:20
                 TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
             }
         }
@@ -1058,9 +922,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
             TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:14:20
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
-                GmView17 s_firstGm17(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView17::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-                TLOAD(t23_aiv0, s_firstGm17);  // online_softmax_attn.pto:13:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                GmView13 s_firstGm13(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView13::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23_aiv0, s_firstGm13);  // online_softmax_attn.pto:13:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1074,9 +938,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
-                GmView18 p_firstGm18(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView18::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-                TSTORE(p_firstGm18, t30_aiv0);  // online_softmax_attn.pto:13:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                GmView14 p_firstGm14(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView14::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm14, t30_aiv0);  // online_softmax_attn.pto:13:17
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
@@ -1090,9 +954,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
                 if (!ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView19 s_firstGm19(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView19::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TLOAD(t23_aiv1, s_firstGm19);  // online_softmax_attn.pto:13:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView15 s_firstGm15(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView15::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    TLOAD(t23_aiv1, s_firstGm15);  // online_softmax_attn.pto:13:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1106,9 +970,9 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView20 p_firstGm20(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView20::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TSTORE(p_firstGm20, t30_aiv1);  // online_softmax_attn.pto:13:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView16 p_firstGm16(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView16::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    TSTORE(p_firstGm16, t30_aiv1);  // online_softmax_attn.pto:13:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
@@ -1131,15 +995,15 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         if (ptodsl_aiv0) {
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-            GmView21 lGm21(l + _qb0 * 64, GmView21::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-            TSTORE(lGm21, t32_aiv0);  // online_softmax_attn.pto:14:20
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView17 lGm17(l + _qb0 * 64, GmView17::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm17, t32_aiv0);  // online_softmax_attn.pto:14:20
         }
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
             if (!ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-                TSTORE(lGm22, t32_aiv1);  // online_softmax_attn.pto:14:20
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+                TSTORE(lGm18, t32_aiv1);  // online_softmax_attn.pto:14:20
             }
         }
         wait_flag_dev(1);
@@ -1153,29 +1017,29 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t38_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:15:29
             if (ptodsl_aiv0) {
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                GmView23 p_firstGm23(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView23::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TLOAD(t38_aiv0, p_firstGm23);  // online_softmax_attn.pto:15:29
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView19 p_firstGm19(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView19::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38_aiv0, p_firstGm19);  // online_softmax_attn.pto:15:29
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                GmView24 t5_firstGm24(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView24::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                TSTORE(t5_firstGm24, t38_aiv0);  // online_softmax_attn.pto:15:29
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView20 t5_firstGm20(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView20::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm20, t38_aiv0);  // online_softmax_attn.pto:15:29
             }
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
                 if (!ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView25 p_firstGm25(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView25::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TLOAD(t38_aiv1, p_firstGm25);  // online_softmax_attn.pto:15:29
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView21 p_firstGm21(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView21::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TLOAD(t38_aiv1, p_firstGm21);  // online_softmax_attn.pto:15:29
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView26 t5_firstGm26(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView26::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TSTORE(t5_firstGm26, t38_aiv1);  // online_softmax_attn.pto:15:29
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView22 t5_firstGm22(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView22::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TSTORE(t5_firstGm22, t38_aiv1);  // online_softmax_attn.pto:15:29
                 }
             }
         }

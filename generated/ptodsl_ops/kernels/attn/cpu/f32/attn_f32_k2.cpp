@@ -52,10 +52,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT71EB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT72EB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73EB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT70EB2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71EB2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT72EB2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73EB2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT76EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -87,10 +83,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT152E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT154E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT156E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT154EB0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155EB0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156EB0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157EB0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT154EB1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155EB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156EB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157EB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT160EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -152,10 +152,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT68O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT70O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT72O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT70OB0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71OB0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72OB0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73OB0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT70OB1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71OB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72OB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73OB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT79OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT76OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -187,10 +191,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT152O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT154O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT156O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT154OB0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155OB0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156OB0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157OB0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT154OB1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155OB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156OB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157OB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT160OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -326,33 +334,33 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
-                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 3) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 2) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_e_b0, t70_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_e_b0, 65536);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 3) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 2) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_e_b0, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_e_b0, t72_e_b0);  // online_softmax_attn.pto:10:13
@@ -360,26 +368,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_e, t64_e, t71_e_b0, t73_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
-                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t70_e_b1, 98304);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t70_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t71_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t71_e_b1, t70_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t72_e_b1, 131072);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t72_e_b1, kj_u2c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t73_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t73_e_b1, t72_e_b1);  // online_softmax_attn.pto:10:13
@@ -387,38 +396,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t64_e, t64_e, t71_e_b1, t73_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT70EB2 t70_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t70_e_b2, 163840);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView6::Shape(t70_e_b2.GetValidRow(), t70_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t70_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT71EB2 t71_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t71_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t71_e_b2, t70_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT72EB2 t72_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t72_e_b2, 196608);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u2c0_sk0_eGm7(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView7::Shape(t72_e_b2.GetValidRow(), t72_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t72_e_b2, kj_u2c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73EB2 t73_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t73_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_e_b2, t72_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t64_e, t64_e, t71_e_b2, t73_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
@@ -427,9 +408,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 t0_u2c0Gm8(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView8::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0Gm8, t64_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u2c0Gm6(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView6::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm6, t64_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -491,9 +472,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
                 TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
                 TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView9 t0_u2c0Gm9(t0_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t76_e_aiv0, t0_u2c0Gm9);  // online_softmax_attn.pto:10:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView7 t0_u2c0Gm7(t0_u2c0 + _qb2 * 64 * 128, GmView7::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_e_aiv0, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
@@ -504,9 +485,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_e_aiv0, mGm10);  // online_softmax_attn.pto:17:21
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView8 mGm8(m + _qb2 * 64, GmView8::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_e_aiv0, mGm8);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -521,9 +502,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                 TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_e_aiv0, lGm11);  // online_softmax_attn.pto:20:20
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView9 lGm9(l + _qb2 * 64, GmView9::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_e_aiv0, lGm9);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -541,23 +522,23 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView12 lGm12(l + _qb2 * 64, GmView12::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm12, t116_e_aiv0);  // online_softmax_attn.pto:20:20
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView13 t14_u2c0Gm13(t14_u2c0 + _qb2 * 64 * 128, GmView13::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c0Gm13, t103_e_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm10, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView11 t14_u2c0Gm11(t14_u2c0 + _qb2 * 64 * 128, GmView11::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0Gm11, t103_e_aiv0);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView14 mGm14(m + _qb2 * 64, GmView14::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm14, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView12 mGm12(m + _qb2 * 64, GmView12::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm12, t86_e_aiv0);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView15 t0_u2c0Gm15(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_e_aiv1, t0_u2c0Gm15);  // online_softmax_attn.pto:10:13
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView13 t0_u2c0Gm13(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView13::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv1, t0_u2c0Gm13);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -567,9 +548,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp3);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv1, mGm16);  // online_softmax_attn.pto:17:21
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView14 mGm14(m + _qb2 * 64 + 32, GmView14::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv1, mGm14);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -584,9 +565,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _qb2 * 64 + 32, GmView17::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv1, lGm17);  // online_softmax_attn.pto:20:20
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView15 lGm15(l + _qb2 * 64 + 32, GmView15::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv1, lGm15);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -604,24 +585,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 t14_u2c0Gm19(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView19::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm19, t103_e_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView20 mGm20(m + _qb2 * 64 + 32, GmView20::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm20, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm16, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView17 t14_u2c0Gm17(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView17::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm17, t103_e_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView18 mGm18(m + _qb2 * 64 + 32, GmView18::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm18, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView21 qGm21(q + _qb2 * 64 * D, GmView21::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_e, qGm21);  // online_softmax_attn.pto:10:13
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView19 qGm19(q + _qb2 * 64 * D, GmView19::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm19);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -636,9 +617,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D, GmView22::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D, GmView20::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -656,39 +637,74 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        TileT154EB0 t154_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView23 qGm23(q + _qb2 * 64 * D + _k153 * 128, GmView23::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm23);  // online_softmax_attn.pto:10:13
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView21 qGm21(q + _qb2 * 64 * D + (1 + _k153_db * 2) * 128, GmView21::Shape(t154_e_b0.GetValidRow(), t154_e_b0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e_b0, qGm21);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT155EB0 t155_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView24::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t155_e_b0, t154_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156EB0 t156_e_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e_b0, 65536);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D + (1 + _k153_db * 2) * 128, GmView22::Shape(t156_e_b0.GetValidRow(), t156_e_b0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e_b0, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157EB0 t157_e_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_e_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_e_b0, t156_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t148_e, t148_e, t155_e_b0, t157_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                            TileT154EB1 t154_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t154_e_b1, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView23 qGm23(q + _qb2 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView23::Shape(t154_e_b1.GetValidRow(), t154_e_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t154_e_b1, qGm23);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT155EB1 t155_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t155_e_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t155_e_b1, t154_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT156EB1 t156_e_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t156_e_b1, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView24::Shape(t156_e_b1.GetValidRow(), t156_e_b1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t156_e_b1, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT157EB1 t157_e_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t157_e_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t157_e_b1, t156_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t148_e, t148_e, t155_e_b1, t157_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -1270,7 +1286,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -1282,49 +1298,82 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70OB0 t70_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView58 qGm58(q + _qb2 * 64 * D + _k69 * 128, GmView58::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm58);  // online_softmax_attn.pto:10:13
+                        GmView58 qGm58(q + _qb2 * 64 * D + (1 + _k69_db * 2) * 128, GmView58::Shape(t70_o_b0.GetValidRow(), t70_o_b0.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o_b0, qGm58);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT71OB0 t71_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
+                        TMOV(t71_o_b0, t70_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72OB0 t72_o_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o_b0, 196608);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView59::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
+                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + (1 + _k69_db * 2) * 128, GmView59::Shape(t72_o_b0.GetValidRow(), t72_o_b0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o_b0, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT73OB0 t73_o_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
+                        TMOV(t73_o_b0, t72_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t64_o, t64_o, t71_o_b0, t73_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70OB1 t70_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView60 qGm60(q + _qb2 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView60::Shape(t70_o_b1.GetValidRow(), t70_o_b1.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_o_b1, qGm60);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71OB1 t71_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_o_b1, t70_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT72OB1 t72_o_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView61 kj_u2c0_sk0_oGm61(kj_u2c0_sk0_o + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView61::Shape(t72_o_b1.GetValidRow(), t72_o_b1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_o_b1, kj_u2c0_sk0_oGm61);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73OB1 t73_o_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_o_b1, t72_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_o, t64_o, t71_o_b1, t73_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView60 t0_u2c0_twinGm60(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView60::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm60, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView62 t0_u2c0_twinGm62(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView62::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm62, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1386,9 +1435,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
                 TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
                 TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView61 t0_u2c0_twinGm61(t0_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t76_o_aiv0, t0_u2c0_twinGm61);  // online_softmax_attn.pto:10:13
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + _qb2 * 64 * 128, GmView63::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_o_aiv0, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
@@ -1399,9 +1448,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_o_aiv0, mGm62);  // online_softmax_attn.pto:17:21
+                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView64 mGm64(m + _qb2 * 64, GmView64::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_o_aiv0, mGm64);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1416,9 +1465,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                 TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
-                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView63 lGm63(l + _qb2 * 64, GmView63::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_o_aiv0, lGm63);  // online_softmax_attn.pto:20:20
+                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView65 lGm65(l + _qb2 * 64, GmView65::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_o_aiv0, lGm65);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1436,23 +1485,23 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView64 lGm64(l + _qb2 * 64, GmView64::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm64, t116_o_aiv0);  // online_softmax_attn.pto:20:20
-                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView65 t14_u2c0_twinGm65(t14_u2c0_twin + _qb2 * 64 * 128, GmView65::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c0_twinGm65, t103_o_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView66 lGm66(l + _qb2 * 64, GmView66::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm66, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + _qb2 * 64 * 128, GmView67::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0_twinGm67, t103_o_aiv0);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm66, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView68 mGm68(m + _qb2 * 64, GmView68::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm68, t86_o_aiv0);  // online_softmax_attn.pto:22:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView67 t0_u2c0_twinGm67(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_o_aiv1, t0_u2c0_twinGm67);  // online_softmax_attn.pto:10:13
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView69 t0_u2c0_twinGm69(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView69::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv1, t0_u2c0_twinGm69);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -1462,9 +1511,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp19);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv1, mGm68);  // online_softmax_attn.pto:17:21
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView70 mGm70(m + _qb2 * 64 + 32, GmView70::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv1, mGm70);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1479,9 +1528,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView69 lGm69(l + _qb2 * 64 + 32, GmView69::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv1, lGm69);  // online_softmax_attn.pto:20:20
+                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView71 lGm71(l + _qb2 * 64 + 32, GmView71::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv1, lGm71);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1499,24 +1548,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView70 lGm70(l + _qb2 * 64 + 32, GmView70::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm70, t116_o_aiv1);  // online_softmax_attn.pto:20:20
-                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView71 t14_u2c0_twinGm71(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView71::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0_twinGm71, t103_o_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView72 mGm72(m + _qb2 * 64 + 32, GmView72::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm72, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView72 lGm72(l + _qb2 * 64 + 32, GmView72::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm72, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView73 t14_u2c0_twinGm73(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView73::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm73, t103_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView74 mGm74(m + _qb2 * 64 + 32, GmView74::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm74, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView73 qGm73(q + _qb2 * 64 * D, GmView73::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_o, qGm73);  // online_softmax_attn.pto:10:13
+                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView75 qGm75(q + _qb2 * 64 * D, GmView75::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm75);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1531,14 +1580,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView74 kj_u2c1_sk1_oGm74(kj_u2c1_sk1_o + _g147 * 64 * D, GmView74::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm74);  // online_softmax_attn.pto:10:13
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D, GmView76::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -1550,49 +1599,82 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        TileT154OB0 t154_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView75 qGm75(q + _qb2 * 64 * D + _k153 * 128, GmView75::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm75);  // online_softmax_attn.pto:10:13
+                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView77 qGm77(q + _qb2 * 64 * D + (1 + _k153_db * 2) * 128, GmView77::Shape(t154_o_b0.GetValidRow(), t154_o_b0.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o_b0, qGm77);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT155OB0 t155_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView76::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t155_o_b0, t154_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156OB0 t156_o_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o_b0, 196608);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView78 kj_u2c1_sk1_oGm78(kj_u2c1_sk1_o + _g147 * 64 * D + (1 + _k153_db * 2) * 128, GmView78::Shape(t156_o_b0.GetValidRow(), t156_o_b0.GetValidCol()), GmView78::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o_b0, kj_u2c1_sk1_oGm78);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157OB0 t157_o_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_o_b0, t156_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t148_o, t148_o, t155_o_b0, t157_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                            TileT154OB1 t154_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t154_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView79 qGm79(q + _qb2 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView79::Shape(t154_o_b1.GetValidRow(), t154_o_b1.GetValidCol()), GmView79::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t154_o_b1, qGm79);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT155OB1 t155_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t155_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t155_o_b1, t154_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT156OB1 t156_o_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t156_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView80 kj_u2c1_sk1_oGm80(kj_u2c1_sk1_o + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView80::Shape(t156_o_b1.GetValidRow(), t156_o_b1.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t156_o_b1, kj_u2c1_sk1_oGm80);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT157OB1 t157_o_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t157_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t157_o_b1, t156_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t148_o, t148_o, t155_o_b1, t157_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView77 t0_u2c1_twinGm77(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView77::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm77, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView81 t0_u2c1_twinGm81(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView81::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm81, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1645,9 +1727,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + _qb2 * 64 * 128, GmView78::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t160_o_aiv0, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + _qb2 * 64 * 128, GmView82::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_o_aiv0, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1685,23 +1767,23 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView79 lGm79(l + _qb2 * 64, GmView79::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm79, t200_o_aiv0);  // online_softmax_attn.pto:20:20
-                using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + _qb2 * 64 * 128, GmView80::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c1_twinGm80, t187_o_aiv0);  // online_softmax_attn.pto:21:43
-                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView81 mGm81(m + _qb2 * 64, GmView81::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm81, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView83 lGm83(l + _qb2 * 64, GmView83::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm83, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + _qb2 * 64 * 128, GmView84::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1_twinGm84, t187_o_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView85 mGm85(m + _qb2 * 64, GmView85::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm85, t170_o_aiv0);  // online_softmax_attn.pto:22:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView82::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_o_aiv1, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView86 t0_u2c1_twinGm86(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView86::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv1, t0_u2c1_twinGm86);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
@@ -1736,15 +1818,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView83 lGm83(l + _qb2 * 64 + 32, GmView83::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm83, t200_o_aiv1);  // online_softmax_attn.pto:20:20
-                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView84::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1_twinGm84, t187_o_aiv1);  // online_softmax_attn.pto:21:43
-                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView85 mGm85(m + _qb2 * 64 + 32, GmView85::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm85, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView87 lGm87(l + _qb2 * 64 + 32, GmView87::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm87, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView88 t14_u2c1_twinGm88(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView88::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm88, t187_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView89 mGm89(m + _qb2 * 64 + 32, GmView89::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm89, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1768,9 +1850,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView86 t14_u2c0Gm86(t14_u2c0 + _qb2 * 64 * 128, GmView86::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm86);  // online_softmax_attn.pto:21:36
+                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView90 t14_u2c0Gm90(t14_u2c0 + _qb2 * 64 * 128, GmView90::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm90);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1787,9 +1869,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView87 vj_u2c0_sk2_oGm87(vj_u2c0_sk2_o + _g122 * 64, GmView87::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm87);  // online_softmax_attn.pto:21:36
+                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView91 vj_u2c0_sk2_oGm91(vj_u2c0_sk2_o + _g122 * 64, GmView91::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm91);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -1806,9 +1888,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView88 t14_u2c0Gm88(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView88::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm88);  // online_softmax_attn.pto:21:36
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView92 t14_u2c0Gm92(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView92::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm92);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -1818,9 +1900,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView89 vj_u2c0_sk2_oGm89(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView89::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm89);  // online_softmax_attn.pto:21:36
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView93 vj_u2c0_sk2_oGm93(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView93::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm93);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -1834,9 +1916,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView90 t13_u2c0Gm90(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView90::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm90, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView94 t13_u2c0Gm94(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView94::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm94, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1871,9 +1953,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView91 accGm91(acc + _qb2 * 64 * D + _g134 * 128, GmView91::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_o_aiv0, accGm91);  // online_softmax_attn.pto:21:22
+                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView95 accGm95(acc + _qb2 * 64 * D + _g134 * 128, GmView95::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_o_aiv0, accGm95);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1884,9 +1966,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView92 t13_u2c0Gm92(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView92::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_o_aiv0, t13_u2c0Gm92);  // online_softmax_attn.pto:21:22
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView96 t13_u2c0Gm96(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView96::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_o_aiv0, t13_u2c0Gm96);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1896,18 +1978,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView93 accGm93(acc + _qb2 * 64 * D + _g134 * 128, GmView93::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm93, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView97 accGm97(acc + _qb2 * 64 * D + _g134 * 128, GmView97::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm97, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                            using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView94 accGm94(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView94::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv1, accGm94);  // online_softmax_attn.pto:21:22
+                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView98 accGm98(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView98::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv1, accGm98);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1916,9 +1998,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView95 t13_u2c0Gm95(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView95::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv1, t13_u2c0Gm95);  // online_softmax_attn.pto:21:22
+                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView99 t13_u2c0Gm99(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView99::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv1, t13_u2c0Gm99);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1926,9 +2008,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView96 accGm96(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView96::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm96, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView100 accGm100(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView100::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm100, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1946,9 +2028,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView97 t14_u2c1Gm97(t14_u2c1 + _qb2 * 64 * 128, GmView97::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm97);  // online_softmax_attn.pto:21:36
+                    using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView101 t14_u2c1Gm101(t14_u2c1 + _qb2 * 64 * 128, GmView101::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm101);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1967,9 +2049,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView98 vj_u2c1_sk3_oGm98(vj_u2c1_sk3_o + _g206 * 64, GmView98::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm98);  // online_softmax_attn.pto:21:36
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView102 vj_u2c1_sk3_oGm102(vj_u2c1_sk3_o + _g206 * 64, GmView102::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm102);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -1986,9 +2068,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView99 t14_u2c1Gm99(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView99::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm99);  // online_softmax_attn.pto:21:36
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView103 t14_u2c1Gm103(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView103::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm103);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -1998,9 +2080,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView100 vj_u2c1_sk3_oGm100(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView100::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm100);  // online_softmax_attn.pto:21:36
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView104 vj_u2c1_sk3_oGm104(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView104::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm104);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -2014,9 +2096,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView101 t13_u2c1Gm101(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView101::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm101, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView105 t13_u2c1Gm105(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView105::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm105, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2052,9 +2134,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView102 accGm102(acc + _qb2 * 64 * D + _g218 * 128, GmView102::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_o_aiv0, accGm102);  // online_softmax_attn.pto:21:22
+                        using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView106 accGm106(acc + _qb2 * 64 * D + _g218 * 128, GmView106::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_o_aiv0, accGm106);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2065,9 +2147,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView103 t13_u2c1Gm103(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView103::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_o_aiv0, t13_u2c1Gm103);  // online_softmax_attn.pto:21:22
+                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView107 t13_u2c1Gm107(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView107::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_o_aiv0, t13_u2c1Gm107);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2077,18 +2159,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView104 accGm104(acc + _qb2 * 64 * D + _g218 * 128, GmView104::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm104, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView108 accGm108(acc + _qb2 * 64 * D + _g218 * 128, GmView108::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView108::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm108, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView105 accGm105(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView105::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv1, accGm105);  // online_softmax_attn.pto:21:22
+                            using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView109 accGm109(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView109::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView109::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv1, accGm109);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2097,9 +2179,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView106 t13_u2c1Gm106(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView106::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv1, t13_u2c1Gm106);  // online_softmax_attn.pto:21:22
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView110 t13_u2c1Gm110(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView110::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView110::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv1, t13_u2c1Gm110);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2107,9 +2189,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView107 accGm107(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView107::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm107, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView111 accGm111(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView111::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView111::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm111, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2197,33 +2279,33 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
-                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70EB0 t70_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 3) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + (1 + _k69_db * 2) * 128, GmView2::Shape(t70_e_b0.GetValidRow(), t70_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT71EB0 t71_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_e_b0, t70_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT72EB0 t72_e_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_e_b0, 65536);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 3) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + (1 + _k69_db * 2) * 128, GmView3::Shape(t72_e_b0.GetValidRow(), t72_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_e_b0, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73EB0 t73_e_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_e_b0, t72_e_b0);  // online_softmax_attn.pto:10:13
@@ -2231,26 +2313,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_e, t64_e, t71_e_b0, t73_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
-                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70EB1 t70_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t70_e_b1, 98304);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb2 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView4::Shape(t70_e_b1.GetValidRow(), t70_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t70_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT71EB1 t71_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t71_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t71_e_b1, t70_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT72EB1 t72_e_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t72_e_b1, 131072);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u2c0_sk0_eGm5(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView5::Shape(t72_e_b1.GetValidRow(), t72_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t72_e_b1, kj_u2c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 3 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT73EB1 t73_e_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t73_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t73_e_b1, t72_e_b1);  // online_softmax_attn.pto:10:13
@@ -2258,38 +2341,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t64_e, t64_e, t71_e_b1, t73_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT70EB2 t70_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t70_e_b2, 163840);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb2 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView6::Shape(t70_e_b2.GetValidRow(), t70_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t70_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT71EB2 t71_e_b2(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t71_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t71_e_b2, t70_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT72EB2 t72_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t72_e_b2, 196608);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u2c0_sk0_eGm7(kj_u2c0_sk0_e + _g63 * 64 * D + (_k69_db * 3 + _k69_dr2 + 3) * 128, GmView7::Shape(t72_e_b2.GetValidRow(), t72_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t72_e_b2, kj_u2c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73EB2 t73_e_b2(min_i64(D - (_k69_db * 3 + _k69_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t73_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_e_b2, t72_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t64_e, t64_e, t71_e_b2, t73_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
@@ -2298,9 +2353,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 t0_u2c0Gm8(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView8::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0Gm8, t64_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u2c0Gm6(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView6::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm6, t64_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2315,9 +2370,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView21 qGm21(q + _qb2 * 64 * D, GmView21::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_e, qGm21);  // online_softmax_attn.pto:10:13
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView19 qGm19(q + _qb2 * 64 * D, GmView19::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm19);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2332,9 +2387,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D, GmView22::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D, GmView20::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2352,39 +2407,74 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        TileT154EB0 t154_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView23 qGm23(q + _qb2 * 64 * D + _k153 * 128, GmView23::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm23);  // online_softmax_attn.pto:10:13
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView21 qGm21(q + _qb2 * 64 * D + (1 + _k153_db * 2) * 128, GmView21::Shape(t154_e_b0.GetValidRow(), t154_e_b0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e_b0, qGm21);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
+                        TileT155EB0 t155_e_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView24::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t155_e_b0, t154_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156EB0 t156_e_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e_b0, 65536);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView22 kj_u2c1_sk1_eGm22(kj_u2c1_sk1_e + _g147 * 64 * D + (1 + _k153_db * 2) * 128, GmView22::Shape(t156_e_b0.GetValidRow(), t156_e_b0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e_b0, kj_u2c1_sk1_eGm22);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157EB0 t157_e_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_e_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_e_b0, t156_e_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t148_e, t148_e, t155_e_b0, t157_e_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                            TileT154EB1 t154_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t154_e_b1, 98304);  // online_softmax_attn.pto:10:13
+                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView23 qGm23(q + _qb2 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView23::Shape(t154_e_b1.GetValidRow(), t154_e_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t154_e_b1, qGm23);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT155EB1 t155_e_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t155_e_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t155_e_b1, t154_e_b1);  // online_softmax_attn.pto:10:13
+                            TileT156EB1 t156_e_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t156_e_b1, 131072);  // online_softmax_attn.pto:10:13
+                            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView24 kj_u2c1_sk1_eGm24(kj_u2c1_sk1_e + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView24::Shape(t156_e_b1.GetValidRow(), t156_e_b1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t156_e_b1, kj_u2c1_sk1_eGm24);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT157EB1 t157_e_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t157_e_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t157_e_b1, t156_e_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t148_e, t148_e, t155_e_b1, t157_e_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -2614,7 +2704,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -2626,49 +2716,82 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        TileT70OB0 t70_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView58 qGm58(q + _qb2 * 64 * D + _k69 * 128, GmView58::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm58);  // online_softmax_attn.pto:10:13
+                        GmView58 qGm58(q + _qb2 * 64 * D + (1 + _k69_db * 2) * 128, GmView58::Shape(t70_o_b0.GetValidRow(), t70_o_b0.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o_b0, qGm58);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT71OB0 t71_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k69_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
+                        TMOV(t71_o_b0, t70_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72OB0 t72_o_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o_b0, 196608);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView59::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
+                        GmView59 kj_u2c0_sk0_oGm59(kj_u2c0_sk0_o + _g63 * 64 * D + (1 + _k69_db * 2) * 128, GmView59::Shape(t72_o_b0.GetValidRow(), t72_o_b0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o_b0, kj_u2c0_sk0_oGm59);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT73OB0 t73_o_b0(min_i64(D - (1 + _k69_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
+                        TMOV(t73_o_b0, t72_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t64_o, t64_o, t71_o_b0, t73_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                            TileT70OB1 t70_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t70_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView60 qGm60(q + _qb2 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView60::Shape(t70_o_b1.GetValidRow(), t70_o_b1.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t70_o_b1, qGm60);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT71OB1 t71_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t71_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t71_o_b1, t70_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT72OB1 t72_o_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t72_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView61 kj_u2c0_sk0_oGm61(kj_u2c0_sk0_o + _g63 * 64 * D + (_k69_db * 2 + _k69_dr + 2) * 128, GmView61::Shape(t72_o_b1.GetValidRow(), t72_o_b1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t72_o_b1, kj_u2c0_sk0_oGm61);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT73OB1 t73_o_b1(min_i64(D - (_k69_db * 2 + _k69_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t73_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t73_o_b1, t72_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t64_o, t64_o, t71_o_b1, t73_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView60 t0_u2c0_twinGm60(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView60::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm60, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView62 t0_u2c0_twinGm62(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView62::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm62, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2683,9 +2806,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView73 qGm73(q + _qb2 * 64 * D, GmView73::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149_o, qGm73);  // online_softmax_attn.pto:10:13
+                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView75 qGm75(q + _qb2 * 64 * D, GmView75::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm75);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2700,14 +2823,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView74 kj_u2c1_sk1_oGm74(kj_u2c1_sk1_o + _g147 * 64 * D, GmView74::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm74);  // online_softmax_attn.pto:10:13
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D, GmView76::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -2719,49 +2842,82 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        TileT154OB0 t154_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView75 qGm75(q + _qb2 * 64 * D + _k153 * 128, GmView75::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm75);  // online_softmax_attn.pto:10:13
+                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView77 qGm77(q + _qb2 * 64 * D + (1 + _k153_db * 2) * 128, GmView77::Shape(t154_o_b0.GetValidRow(), t154_o_b0.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o_b0, qGm77);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT155OB0 t155_o_b0(min_i64(S - _qb2 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView76 kj_u2c1_sk1_oGm76(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView76::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm76);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t155_o_b0, t154_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156OB0 t156_o_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o_b0, 196608);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView78 kj_u2c1_sk1_oGm78(kj_u2c1_sk1_o + _g147 * 64 * D + (1 + _k153_db * 2) * 128, GmView78::Shape(t156_o_b0.GetValidRow(), t156_o_b0.GetValidCol()), GmView78::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o_b0, kj_u2c1_sk1_oGm78);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157OB0 t157_o_b0(min_i64(D - (1 + _k153_db * 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_o_b0, t156_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t148_o, t148_o, t155_o_b0, t157_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                            TileT154OB1 t154_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t154_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView79 qGm79(q + _qb2 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView79::Shape(t154_o_b1.GetValidRow(), t154_o_b1.GetValidCol()), GmView79::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t154_o_b1, qGm79);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT155OB1 t155_o_b1(min_i64(S - _qb2 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t155_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t155_o_b1, t154_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT156OB1 t156_o_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t156_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView80 kj_u2c1_sk1_oGm80(kj_u2c1_sk1_o + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 128, GmView80::Shape(t156_o_b1.GetValidRow(), t156_o_b1.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t156_o_b1, kj_u2c1_sk1_oGm80);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT157OB1 t157_o_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t157_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t157_o_b1, t156_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t148_o, t148_o, t155_o_b1, t157_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView77 t0_u2c1_twinGm77(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView77::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm77, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView81 t0_u2c1_twinGm81(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView81::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm81, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2783,9 +2939,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView86 t14_u2c0Gm86(t14_u2c0 + _qb2 * 64 * 128, GmView86::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm86);  // online_softmax_attn.pto:21:36
+                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView90 t14_u2c0Gm90(t14_u2c0 + _qb2 * 64 * 128, GmView90::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm90);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2802,9 +2958,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView87 vj_u2c0_sk2_oGm87(vj_u2c0_sk2_o + _g122 * 64, GmView87::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm87);  // online_softmax_attn.pto:21:36
+                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView91 vj_u2c0_sk2_oGm91(vj_u2c0_sk2_o + _g122 * 64, GmView91::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm91);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -2821,9 +2977,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView88 t14_u2c0Gm88(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView88::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm88);  // online_softmax_attn.pto:21:36
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView92 t14_u2c0Gm92(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView92::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm92);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -2833,9 +2989,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView89 vj_u2c0_sk2_oGm89(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView89::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm89);  // online_softmax_attn.pto:21:36
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView93 vj_u2c0_sk2_oGm93(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView93::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm93);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -2849,9 +3005,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView90 t13_u2c0Gm90(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView90::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm90, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView94 t13_u2c0Gm94(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView94::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm94, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2868,9 +3024,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView97 t14_u2c1Gm97(t14_u2c1 + _qb2 * 64 * 128, GmView97::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm97);  // online_softmax_attn.pto:21:36
+                    using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView101 t14_u2c1Gm101(t14_u2c1 + _qb2 * 64 * 128, GmView101::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm101);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2889,9 +3045,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView98 vj_u2c1_sk3_oGm98(vj_u2c1_sk3_o + _g206 * 64, GmView98::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm98);  // online_softmax_attn.pto:21:36
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView102 vj_u2c1_sk3_oGm102(vj_u2c1_sk3_o + _g206 * 64, GmView102::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm102);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -2908,9 +3064,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView99 t14_u2c1Gm99(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView99::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm99);  // online_softmax_attn.pto:21:36
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView103 t14_u2c1Gm103(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView103::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm103);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -2920,9 +3076,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView100 vj_u2c1_sk3_oGm100(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView100::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm100);  // online_softmax_attn.pto:21:36
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView104 vj_u2c1_sk3_oGm104(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView104::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm104);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -2936,9 +3092,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView101 t13_u2c1Gm101(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView101::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm101, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView105 t13_u2c1Gm105(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView105::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm105, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -3011,10 +3167,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k69_db) {  // online_softmax_attn.pto:10:13
-                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
-                        }
-                        for (int64_t _k69_dr2 = 0; _k69_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 3 + 2), 1); ++_k69_dr2) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
                         }
                     }
                 }
@@ -3075,9 +3229,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 wait_flag_dev(7);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView9 t0_u2c0Gm9(t0_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_e_aiv0, t0_u2c0Gm9);  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_u2c0Gm7(t0_u2c0 + _qb2 * 64 * 128, GmView7::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv0, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3094,9 +3248,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv0, mGm10);  // online_softmax_attn.pto:17:21
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView8 mGm8(m + _qb2 * 64, GmView8::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv0, mGm8);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3119,9 +3273,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView11 lGm11(l + _qb2 * 64, GmView11::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv0, lGm11);  // online_softmax_attn.pto:20:20
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView9 lGm9(l + _qb2 * 64, GmView9::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv0, lGm9);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3149,27 +3303,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView12 lGm12(l + _qb2 * 64, GmView12::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm12, t116_e_aiv0);  // online_softmax_attn.pto:20:20
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView13 t14_u2c0Gm13(t14_u2c0 + _qb2 * 64 * 128, GmView13::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm13, t103_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm10, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView11 t14_u2c0Gm11(t14_u2c0 + _qb2 * 64 * 128, GmView11::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm11, t103_e_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView14 mGm14(m + _qb2 * 64, GmView14::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm14, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView12 mGm12(m + _qb2 * 64, GmView12::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm12, t86_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView15 t0_u2c0Gm15(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_e_aiv1, t0_u2c0Gm15);  // online_softmax_attn.pto:10:13
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView13 t0_u2c0Gm13(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView13::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_e_aiv1, t0_u2c0Gm13);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3185,9 +3339,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_e_aiv1, mGm16);  // online_softmax_attn.pto:17:21
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView14 mGm14(m + _qb2 * 64 + 32, GmView14::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_e_aiv1, mGm14);  // online_softmax_attn.pto:17:21
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3210,9 +3364,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView17 lGm17(l + _qb2 * 64 + 32, GmView17::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_e_aiv1, lGm17);  // online_softmax_attn.pto:20:20
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView15 lGm15(l + _qb2 * 64 + 32, GmView15::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_e_aiv1, lGm15);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3240,22 +3394,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView19 t14_u2c0Gm19(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView19::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0Gm19, t103_e_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView20 mGm20(m + _qb2 * 64 + 32, GmView20::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm20, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm16, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView17 t14_u2c0Gm17(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView17::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm17, t103_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView18 mGm18(m + _qb2 * 64 + 32, GmView18::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm18, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -3742,7 +3898,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69_db = 0; _k69_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k69_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k69_dr = 0; _k69_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k69_db * 2 + 1), 1); ++_k69_dr) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -3802,9 +3960,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 wait_flag_dev(7);
                 if (ptodsl_aiv0) {
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView61 t0_u2c0_twinGm61(t0_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm61);  // online_softmax_attn.pto:10:13
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + _qb2 * 64 * 128, GmView63::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3821,9 +3979,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv0, mGm62);  // online_softmax_attn.pto:17:21
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView64 mGm64(m + _qb2 * 64, GmView64::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv0, mGm64);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3846,9 +4004,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView63 lGm63(l + _qb2 * 64, GmView63::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv0, lGm63);  // online_softmax_attn.pto:20:20
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView65 lGm65(l + _qb2 * 64, GmView65::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv0, lGm65);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3876,27 +4034,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView64 lGm64(l + _qb2 * 64, GmView64::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm64, t116_o_aiv0);  // online_softmax_attn.pto:20:20
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView65 t14_u2c0_twinGm65(t14_u2c0_twin + _qb2 * 64 * 128, GmView65::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0_twinGm65, t103_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView66 lGm66(l + _qb2 * 64, GmView66::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm66, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + _qb2 * 64 * 128, GmView67::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm67, t103_o_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm66, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView68 mGm68(m + _qb2 * 64, GmView68::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm68, t86_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView67 t0_u2c0_twinGm67(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm67);  // online_softmax_attn.pto:10:13
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView69 t0_u2c0_twinGm69(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView69::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm69);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3912,9 +4070,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_o_aiv1, mGm68);  // online_softmax_attn.pto:17:21
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView70 mGm70(m + _qb2 * 64 + 32, GmView70::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_o_aiv1, mGm70);  // online_softmax_attn.pto:17:21
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3937,9 +4095,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView69 lGm69(l + _qb2 * 64 + 32, GmView69::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_o_aiv1, lGm69);  // online_softmax_attn.pto:20:20
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView71 lGm71(l + _qb2 * 64 + 32, GmView71::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_o_aiv1, lGm71);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3967,22 +4125,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView70 lGm70(l + _qb2 * 64 + 32, GmView70::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm70, t116_o_aiv1);  // online_softmax_attn.pto:20:20
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView71 t14_u2c0_twinGm71(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView71::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0_twinGm71, t103_o_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView72 mGm72(m + _qb2 * 64 + 32, GmView72::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm72, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView72 lGm72(l + _qb2 * 64 + 32, GmView72::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm72, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView73 t14_u2c0_twinGm73(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView73::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0_twinGm73, t103_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView74 mGm74(m + _qb2 * 64 + 32, GmView74::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm74, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k153_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -4036,9 +4196,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag_dev(7);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + _qb2 * 64 * 128, GmView78::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + _qb2 * 64 * 128, GmView82::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4102,15 +4262,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView79 lGm79(l + _qb2 * 64, GmView79::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm79, t200_o_aiv0);  // online_softmax_attn.pto:20:20
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + _qb2 * 64 * 128, GmView80::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1_twinGm80, t187_o_aiv0);  // online_softmax_attn.pto:21:43
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView81 mGm81(m + _qb2 * 64, GmView81::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm81, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView83 lGm83(l + _qb2 * 64, GmView83::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm83, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + _qb2 * 64 * 128, GmView84::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm84, t187_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView85 mGm85(m + _qb2 * 64, GmView85::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm85, t170_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4118,9 +4278,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView82 t0_u2c1_twinGm82(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView82::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm82);  // online_softmax_attn.pto:10:13
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView86 t0_u2c1_twinGm86(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView86::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm86);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4179,15 +4339,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView83 lGm83(l + _qb2 * 64 + 32, GmView83::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm83, t200_o_aiv1);  // online_softmax_attn.pto:20:20
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView84 t14_u2c1_twinGm84(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView84::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1_twinGm84, t187_o_aiv1);  // online_softmax_attn.pto:21:43
-                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView85 mGm85(m + _qb2 * 64 + 32, GmView85::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm85, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView87 lGm87(l + _qb2 * 64 + 32, GmView87::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm87, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView88 t14_u2c1_twinGm88(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView88::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1_twinGm88, t187_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView89 mGm89(m + _qb2 * 64 + 32, GmView89::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm89, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -4239,9 +4399,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView91 accGm91(acc + _qb2 * 64 * D + _g134 * 128, GmView91::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv0, accGm91);  // online_softmax_attn.pto:21:22
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView95 accGm95(acc + _qb2 * 64 * D + _g134 * 128, GmView95::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv0, accGm95);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4256,9 +4416,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView92 t13_u2c0Gm92(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView92::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv0, t13_u2c0Gm92);  // online_softmax_attn.pto:21:22
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView96 t13_u2c0Gm96(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView96::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv0, t13_u2c0Gm96);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
@@ -4272,9 +4432,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView93 accGm93(acc + _qb2 * 64 * D + _g134 * 128, GmView93::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm93, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView97 accGm97(acc + _qb2 * 64 * D + _g134 * 128, GmView97::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm97, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -4283,9 +4443,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView94 accGm94(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView94::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t135_o_aiv1, accGm94);  // online_softmax_attn.pto:21:22
+                                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView98 accGm98(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView98::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t135_o_aiv1, accGm98);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4296,9 +4456,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView95 t13_u2c0Gm95(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView95::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t142_o_aiv1, t13_u2c0Gm95);  // online_softmax_attn.pto:21:22
+                                using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView99 t13_u2c0Gm99(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView99::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t142_o_aiv1, t13_u2c0Gm99);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4310,9 +4470,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView96 accGm96(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView96::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm96, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView100 accGm100(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView100::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm100, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4365,9 +4525,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView102 accGm102(acc + _qb2 * 64 * D + _g218 * 128, GmView102::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv0, accGm102);  // online_softmax_attn.pto:21:22
+                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView106 accGm106(acc + _qb2 * 64 * D + _g218 * 128, GmView106::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv0, accGm106);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4382,9 +4542,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView103 t13_u2c1Gm103(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView103::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv0, t13_u2c1Gm103);  // online_softmax_attn.pto:21:22
+                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView107 t13_u2c1Gm107(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView107::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv0, t13_u2c1Gm107);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
@@ -4398,9 +4558,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView104 accGm104(acc + _qb2 * 64 * D + _g218 * 128, GmView104::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView104::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm104, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView108 accGm108(acc + _qb2 * 64 * D + _g218 * 128, GmView108::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView108::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm108, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -4409,9 +4569,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView105 accGm105(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView105::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView105::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t219_o_aiv1, accGm105);  // online_softmax_attn.pto:21:22
+                                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView109 accGm109(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView109::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView109::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t219_o_aiv1, accGm109);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4422,9 +4582,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView106 t13_u2c1Gm106(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView106::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView106::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t226_o_aiv1, t13_u2c1Gm106);  // online_softmax_attn.pto:21:22
+                                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView110 t13_u2c1Gm110(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView110::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView110::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t226_o_aiv1, t13_u2c1Gm110);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4436,9 +4596,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView107 accGm107(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView107::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView107::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm107, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView111 accGm111(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView111::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView111::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm111, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

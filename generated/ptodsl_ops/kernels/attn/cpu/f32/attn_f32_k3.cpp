@@ -48,14 +48,6 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT239EB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT240EB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241EB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT238EB2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239EB2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240EB2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241EB2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT238EB3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239EB3 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240EB3 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241EB3 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -108,10 +100,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT236O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT234O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT238O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT240O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238OB0 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239OB0 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240OB0 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241OB0 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT238OB1 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239OB1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240OB1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241OB1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT244OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -234,35 +230,33 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_e_b0, 65536);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
@@ -272,25 +266,25 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t238_e_b1, 98304);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t239_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t240_e_b1, 131072);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t241_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
@@ -298,69 +292,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b2, 163840);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b2, 196608);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
-                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b3, 229376);  // online_softmax_attn.pto:10:13
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b3, 32768);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
-                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b3, 262144);  // online_softmax_attn.pto:10:13
-                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b3, 32768);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -370,9 +304,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u1c0Gm6(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView6::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm6, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -400,17 +334,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t250_e_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_u1c0Gm7(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_e_aiv0, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_e_aiv0, t244_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_u1c0Gm8(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0Gm8, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp0, 67584);  // online_softmax_attn.pto:17:32
@@ -418,17 +352,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TMAX(t247_e_aiv0, t247_e_aiv0, t250_e_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView9 t0_u1c0Gm9(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView9::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv1, t0_u1c0Gm9);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_e_aiv1, t244_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView10 s_u1c0Gm10(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView10::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm10, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp1, 67584);  // online_softmax_attn.pto:17:32
@@ -466,9 +400,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT277EAiv1 t277_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_e_aiv0, mGm11);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -477,9 +411,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t258_e_aiv0, t252_e_aiv0, t254_e_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_e_aiv0, lGm12);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -488,9 +422,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TEXPANDS(t277_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView13 mGm13(m + _qb3 * 64 + 32, GmView13::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_e_aiv1, t252_e_aiv1, t247_e_aiv1);  // online_softmax_attn.pto:17:21
@@ -498,9 +432,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSUB(t258_e_aiv1, t252_e_aiv1, t254_e_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView14 lGm14(l + _qb3 * 64 + 32, GmView14::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -525,9 +459,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t280_e_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_u1c0Gm15(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_e_aiv0, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -537,9 +471,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t271_e_aiv0, t264_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_u1c0Gm16(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm16, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp3, 67584);  // online_softmax_attn.pto:20:32
@@ -547,9 +481,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TADD(t277_e_aiv0, t277_e_aiv0, t280_e_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView17 s_u1c0Gm17(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView17::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv1, s_u1c0Gm17);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -559,9 +493,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDEXPDIF(t271_e_aiv1, t264_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView18::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm18, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp5, 67584);  // online_softmax_attn.pto:20:32
@@ -581,17 +515,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                     TADD(t284_e_aiv1, t275_e_aiv1, t277_e_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -602,32 +536,32 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t287_e_aiv0, 5120);  // online_softmax_attn.pto:21:43
                     TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t287_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_u1c0Gm21(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_e_aiv0, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0Gm26, t287_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView22::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0Gm22, t287_e_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView23 p_1_u1c0Gm23(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView23::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv1, p_1_u1c0Gm23);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm28, t287_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView24 t14_u1c0Gm24(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView24::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm24, t287_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm25, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView26 mGm26(m + _qb3 * 64 + 32, GmView26::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm26, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -650,9 +584,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128, GmView27::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -669,9 +603,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _g290 * 64, GmView28::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -688,9 +622,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView29 t14_u1c0_twinGm29(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView29::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm29);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -700,9 +634,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView30 vj_u1c0_sk1_eGm30(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView30::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm30);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -716,9 +650,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView31::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm31, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -750,9 +684,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t311_e_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t303_e_aiv0, accGm32);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -763,9 +697,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t306_e_aiv0, t303_e_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 t13_u1c0_twinGm33(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView33::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_e_aiv0, t13_u1c0_twinGm33);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -775,18 +709,18 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 accGm34(acc + _qb3 * 64 * D + _g302 * 128, GmView34::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm34, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv1, accGm35);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -795,9 +729,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 t13_u1c0_twinGm36(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView36::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv1, t13_u1c0_twinGm36);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -805,9 +739,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 accGm37(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView37::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm37, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -839,9 +773,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb3 * 64 * D, GmView38::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm38);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -855,14 +789,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D, GmView39::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -874,49 +808,82 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238OB0 t238_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView40 qGm40(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView40::Shape(t238_o_b0.GetValidRow(), t238_o_b0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o_b0, qGm40);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT239OB0 t239_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t239_o_b0, t238_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240OB0 t240_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o_b0, 196608);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView41 kj_u1c0_sk0_oGm41(kj_u1c0_sk0_o + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView41::Shape(t240_o_b0.GetValidRow(), t240_o_b0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o_b0, kj_u1c0_sk0_oGm41);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT241OB0 t241_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t241_o_b0, t240_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_o, t232_o, t239_o_b0, t241_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238OB1 t238_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView42 qGm42(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView42::Shape(t238_o_b1.GetValidRow(), t238_o_b1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_o_b1, qGm42);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239OB1 t239_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_o_b1, t238_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT240OB1 t240_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView43::Shape(t240_o_b1.GetValidRow(), t240_o_b1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_o_b1, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241OB1 t241_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_o_b1, t240_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_o, t232_o, t239_o_b1, t241_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 t0_u1c0_twinGm44(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView44::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm44, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -944,17 +911,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t250_o_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView45 t0_u1c0_twinGm45(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView45::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_o_aiv0, t0_u1c0_twinGm45);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_o_aiv0, t244_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView46 s_u1c0_twinGm46(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView46::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0_twinGm46, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp8, 67584);  // online_softmax_attn.pto:17:32
@@ -962,17 +929,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TMAX(t247_o_aiv0, t247_o_aiv0, t250_o_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv1, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_o_aiv1, t244_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView48 s_u1c0_twinGm48(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm48, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
                         TASSIGN(tmp9, 67584);  // online_softmax_attn.pto:17:32
@@ -1010,9 +977,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT277OAiv1 t277_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView49 mGm49(m + _qb3 * 64, GmView49::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_o_aiv0, mGm49);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1021,9 +988,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t258_o_aiv0, t252_o_aiv0, t254_o_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView50 lGm50(l + _qb3 * 64, GmView50::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_o_aiv0, lGm50);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1032,9 +999,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TEXPANDS(t277_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView51 mGm51(m + _qb3 * 64 + 32, GmView51::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv1, mGm51);  // online_softmax_attn.pto:17:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t254_o_aiv1, t252_o_aiv1, t247_o_aiv1);  // online_softmax_attn.pto:17:21
@@ -1042,9 +1009,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSUB(t258_o_aiv1, t252_o_aiv1, t254_o_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView52 lGm52(l + _qb3 * 64 + 32, GmView52::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv1, lGm52);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1069,9 +1036,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t280_o_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView53 s_u1c0_twinGm53(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView53::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_o_aiv0, s_u1c0_twinGm53);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -1081,9 +1048,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t271_o_aiv0, t264_o_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView54 p_1_u1c0_twinGm54(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView54::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0_twinGm54, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp11, 67584);  // online_softmax_attn.pto:20:32
@@ -1091,9 +1058,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     TADD(t277_o_aiv0, t277_o_aiv0, t280_o_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView55 s_u1c0_twinGm55(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv1, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -1103,9 +1070,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDEXPDIF(t271_o_aiv1, t264_o_aiv1, tmp12);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm56, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
                         TASSIGN(tmp13, 67584);  // online_softmax_attn.pto:20:32
@@ -1125,17 +1092,17 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView57 lGm57(l + _qb3 * 64, GmView57::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm57, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                     TADD(t284_o_aiv1, t275_o_aiv1, t277_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView58 lGm58(l + _qb3 * 64 + 32, GmView58::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm58, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -1146,32 +1113,32 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t287_o_aiv0, 5120);  // online_softmax_attn.pto:21:43
                     TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t287_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView59 p_1_u1c0_twinGm59(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView59::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_o_aiv0, p_1_u1c0_twinGm59);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u1c0_twinGm62, t287_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView60 t14_u1c0_twinGm60(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView60::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0_twinGm60, t287_o_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
+                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv1, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm64, t287_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView62::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm62, t287_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
-                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView63 mGm63(m + _qb3 * 64, GmView63::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm63, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
-                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView64 mGm64(m + _qb3 * 64 + 32, GmView64::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm64, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1195,9 +1162,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView65 t14_u1c0Gm65(t14_u1c0 + _qb3 * 64 * 128, GmView65::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm65);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1214,9 +1181,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView66 vj_u1c0_sk1_oGm66(vj_u1c0_sk1_o + _g290 * 64, GmView66::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm66);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1233,9 +1200,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
+                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView67::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1245,9 +1212,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
+                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView68::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1261,9 +1228,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView69 t13_u1c0Gm69(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView69::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm69, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1295,9 +1262,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TASSIGN(t311_o_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView70 accGm70(acc + _qb3 * 64 * D + _g302 * 128, GmView70::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_o_aiv0, accGm70);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1308,9 +1275,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t306_o_aiv0, t303_o_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView71::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_o_aiv0, t13_u1c0Gm71);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1320,18 +1287,18 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm72, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
+                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView73 accGm73(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView73::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv1, accGm73);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1340,9 +1307,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
+                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView74 t13_u1c0Gm74(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView74::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv1, t13_u1c0Gm74);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1350,9 +1317,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm75, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1444,35 +1411,33 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238EB0 t238_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t238_e_b0, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 4) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView2::Shape(t238_e_b0.GetValidRow(), t238_e_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e_b0, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT239EB0 t239_e_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e_b0, t238_e_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT240EB0 t240_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t240_e_b0, 65536);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 4) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView3::Shape(t240_e_b0.GetValidRow(), t240_e_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e_b0, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241EB0 t241_e_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e_b0, t240_e_b0);  // online_softmax_attn.pto:10:13
@@ -1482,25 +1447,25 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t232_e, t232_e, t239_e_b0, t241_e_b0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238EB1 t238_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t238_e_b1, 98304);  // online_softmax_attn.pto:10:13
                             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView4 qGm4(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView4::Shape(t238_e_b1.GetValidRow(), t238_e_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t238_e_b1, qGm4);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TileT239EB1 t239_e_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                             TASSIGN(t239_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t239_e_b1, t238_e_b1);  // online_softmax_attn.pto:10:13
-                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT240EB1 t240_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t240_e_b1, 131072);  // online_softmax_attn.pto:10:13
                             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                            GmView5 kj_u1c0_sk0_eGm5(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView5::Shape(t240_e_b1.GetValidRow(), t240_e_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                             TLOAD(t240_e_b1, kj_u1c0_sk0_eGm5);  // online_softmax_attn.pto:10:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 4 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TileT241EB1 t241_e_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                             TASSIGN(t241_e_b1, 32768);  // online_softmax_attn.pto:10:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t241_e_b1, t240_e_b1);  // online_softmax_attn.pto:10:13
@@ -1508,69 +1473,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t232_e, t232_e, t239_e_b1, t241_e_b1);  // online_softmax_attn.pto:10:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                            TileT238EB2 t238_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b2, 163840);  // online_softmax_attn.pto:10:13
-                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView6 qGm6(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView6::Shape(t238_e_b2.GetValidRow(), t238_e_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b2, qGm6);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB2 t239_e_b2(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b2, t238_e_b2);  // online_softmax_attn.pto:10:13
-                            TileT240EB2 t240_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b2, 196608);  // online_softmax_attn.pto:10:13
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView7 kj_u1c0_sk0_eGm7(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr2 + 3) * 128, GmView7::Shape(t240_e_b2.GetValidRow(), t240_e_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b2, kj_u1c0_sk0_eGm7);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB2 t241_e_b2(min_i64(D - (_k237_db * 4 + _k237_dr2 + 3) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b2, 0);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b2, t240_e_b2);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b2, t241_e_b2);  // online_softmax_attn.pto:10:13
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
-                            TileT238EB3 t238_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t238_e_b3, 229376);  // online_softmax_attn.pto:10:13
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 qGm8(q + _qb3 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView8::Shape(t238_e_b3.GetValidRow(), t238_e_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t238_e_b3, qGm8);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT239EB3 t239_e_b3(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t239_e_b3, 32768);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t239_e_b3, t238_e_b3);  // online_softmax_attn.pto:10:13
-                            TileT240EB3 t240_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t240_e_b3, 262144);  // online_softmax_attn.pto:10:13
-                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                            GmView9 kj_u1c0_sk0_eGm9(kj_u1c0_sk0_e + _g231 * 64 * D + (_k237_db * 4 + _k237_dr3 + 4) * 128, GmView9::Shape(t240_e_b3.GetValidRow(), t240_e_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                            TLOAD(t240_e_b3, kj_u1c0_sk0_eGm9);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT241EB3 t241_e_b3(min_i64(D - (_k237_db * 4 + _k237_dr3 + 4) * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                            TASSIGN(t241_e_b3, 32768);  // online_softmax_attn.pto:10:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t241_e_b3, t240_e_b3);  // online_softmax_attn.pto:10:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t232_e, t232_e, t239_e_b3, t241_e_b3);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -1580,9 +1485,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView10 t0_u1c0Gm10(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView10::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0Gm10, t232_e);  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 t0_u1c0Gm6(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView6::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0Gm6, t232_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1621,9 +1526,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                 TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 t14_u1c0_twinGm31(t14_u1c0_twin + _qb3 * 64 * 128, GmView31::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t292_e, t14_u1c0_twinGm31);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128, GmView27::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1640,9 +1545,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0_sk1_eGm32(vj_u1c0_sk1_e + _g290 * 64, GmView32::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t294_e, vj_u1c0_sk1_eGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _g290 * 64, GmView28::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t294_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
@@ -1659,9 +1564,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t297_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView33 t14_u1c0_twinGm33(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView33::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t297_e, t14_u1c0_twinGm33);  // online_softmax_attn.pto:21:36
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView29 t14_u1c0_twinGm29(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView29::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t297_e, t14_u1c0_twinGm29);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
@@ -1671,9 +1576,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t299_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView34 vj_u1c0_sk1_eGm34(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView34::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t299_e, vj_u1c0_sk1_eGm34);  // online_softmax_attn.pto:21:36
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView30 vj_u1c0_sk1_eGm30(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView30::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t299_e, vj_u1c0_sk1_eGm30);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
@@ -1687,9 +1592,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView35 t13_u1c0_twinGm35(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView35::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u1c0_twinGm35, t291_e);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView31::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u1c0_twinGm31, t291_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1713,9 +1618,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
                 for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 qGm42(q + _qb3 * 64 * D, GmView42::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t233_o, qGm42);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb3 * 64 * D, GmView38::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t233_o, qGm38);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
@@ -1729,14 +1634,14 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D, GmView43::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t235_o, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D, GmView39::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t235_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
@@ -1748,49 +1653,82 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 32768);  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        TileT238OB0 t238_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o_b0, 163840);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 qGm44(q + _qb3 * 64 * D + _k237 * 128, GmView44::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t238_o, qGm44);  // online_softmax_attn.pto:10:13
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView40 qGm40(q + _qb3 * 64 * D + (1 + _k237_db * 2) * 128, GmView40::Shape(t238_o_b0.GetValidRow(), t238_o_b0.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t238_o_b0, qGm40);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
+                        TileT239OB0 t239_o_b0(min_i64(S - _qb3 * 64, 64), min_i64(D - (1 + _k237_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t239_o_b0, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView45 kj_u1c0_sk0_oGm45(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView45::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t240_o, kj_u1c0_sk0_oGm45);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t239_o_b0, t238_o_b0);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT240OB0 t240_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o_b0, 196608);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView41 kj_u1c0_sk0_oGm41(kj_u1c0_sk0_o + _g231 * 64 * D + (1 + _k237_db * 2) * 128, GmView41::Shape(t240_o_b0.GetValidRow(), t240_o_b0.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t240_o_b0, kj_u1c0_sk0_oGm41);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT241OB0 t241_o_b0(min_i64(D - (1 + _k237_db * 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t241_o_b0, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t241_o_b0, t240_o_b0);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
+                        TMATMUL_ACC(t232_o, t232_o, t239_o_b0, t241_o_b0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                            TileT238OB1 t238_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t238_o_b1, 229376);  // online_softmax_attn.pto:10:13
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView42 qGm42(q + _qb3 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView42::Shape(t238_o_b1.GetValidRow(), t238_o_b1.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t238_o_b1, qGm42);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT239OB1 t239_o_b1(min_i64(S - _qb3 * 64, 64), min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t239_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t239_o_b1, t238_o_b1);  // online_softmax_attn.pto:10:13
+                            TileT240OB1 t240_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t240_o_b1, 262144);  // online_softmax_attn.pto:10:13
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                            GmView43 kj_u1c0_sk0_oGm43(kj_u1c0_sk0_o + _g231 * 64 * D + (_k237_db * 2 + _k237_dr + 2) * 128, GmView43::Shape(t240_o_b1.GetValidRow(), t240_o_b1.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                            TLOAD(t240_o_b1, kj_u1c0_sk0_oGm43);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT241OB1 t241_o_b1(min_i64(D - (_k237_db * 2 + _k237_dr + 2) * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                            TASSIGN(t241_o_b1, 32768);  // online_softmax_attn.pto:10:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t241_o_b1, t240_o_b1);  // online_softmax_attn.pto:10:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t232_o, t232_o, t239_o_b1, t241_o_b1);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView46 t0_u1c0_twinGm46(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView46::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u1c0_twinGm46, t232_o);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 t0_u1c0_twinGm44(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView44::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u1c0_twinGm44, t232_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1830,9 +1768,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
                     TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128, GmView67::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView65 t14_u1c0Gm65(t14_u1c0 + _qb3 * 64 * 128, GmView65::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm65);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1849,9 +1787,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _g290 * 64, GmView68::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t294_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView66 vj_u1c0_sk1_oGm66(vj_u1c0_sk1_o + _g290 * 64, GmView66::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t294_o, vj_u1c0_sk1_oGm66);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
@@ -1868,9 +1806,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t297_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView69 t14_u1c0Gm69(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView69::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t297_o, t14_u1c0Gm69);  // online_softmax_attn.pto:21:36
+                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView67 t14_u1c0Gm67(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView67::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t297_o, t14_u1c0Gm67);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
@@ -1880,9 +1818,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t299_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView70 vj_u1c0_sk1_oGm70(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView70::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t299_o, vj_u1c0_sk1_oGm70);  // online_softmax_attn.pto:21:36
+                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView68 vj_u1c0_sk1_oGm68(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView68::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t299_o, vj_u1c0_sk1_oGm68);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
@@ -1896,9 +1834,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView71::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u1c0Gm71, t291_o);  // online_softmax_attn.pto:21:36
+                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView69 t13_u1c0Gm69(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView69::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u1c0Gm69, t291_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1967,12 +1905,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k237_db) {  // online_softmax_attn.pto:10:13
-                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
-                        }
-                        for (int64_t _k237_dr2 = 0; _k237_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 2), 1); ++_k237_dr2) {  // online_softmax_attn.pto:10:13
-                        }
-                        for (int64_t _k237_dr3 = 0; _k237_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 4 + 3), 1); ++_k237_dr3) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
                         }
                     }
                 }
@@ -2004,9 +1938,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView11 t0_u1c0Gm11(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView11::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_e_aiv0, t0_u1c0Gm11);  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u1c0Gm7(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_e_aiv0, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2016,9 +1950,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView12 s_u1c0Gm12(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView12::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm12, t245_e_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u1c0Gm8(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm8, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2032,9 +1966,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView13 t0_u1c0Gm13(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView13::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_e_aiv1, t0_u1c0Gm13);  // online_softmax_attn.pto:10:13
+                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView9 t0_u1c0Gm9(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView9::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_e_aiv1, t0_u1c0Gm9);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2044,9 +1978,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView14 s_u1c0Gm14(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView14::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0Gm14, t245_e_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView10 s_u1c0Gm10(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView10::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0Gm10, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2090,9 +2024,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView15 mGm15(m + _qb3 * 64, GmView15::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_e_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_e_aiv0, mGm11);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2107,9 +2041,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_e_aiv0, t258_e_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 lGm16(l + _qb3 * 64, GmView16::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_e_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t273_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_e_aiv0, lGm12);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2124,9 +2058,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView17 mGm17(m + _qb3 * 64 + 32, GmView17::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_e_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView13 mGm13(m + _qb3 * 64 + 32, GmView13::Shape(t252_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_e_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2140,9 +2074,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_e_aiv1, t258_e_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_e_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView14 lGm14(l + _qb3 * 64 + 32, GmView14::Shape(t273_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_e_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2171,9 +2105,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView19 s_u1c0Gm19(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView19::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_e_aiv0, s_u1c0Gm19);  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u1c0Gm15(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_e_aiv0, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2187,9 +2121,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView20 p_1_u1c0Gm20(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView20::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm20, t271_e_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm16, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2203,9 +2137,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView21 s_u1c0Gm21(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView21::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_e_aiv1, s_u1c0Gm21);  // online_softmax_attn.pto:19:21
+                            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView17 s_u1c0Gm17(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView17::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_e_aiv1, s_u1c0Gm17);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2219,9 +2153,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView22 p_1_u1c0Gm22(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView22::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0Gm22, t271_e_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView18::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0Gm18, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2249,9 +2183,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView23 lGm23(l + _qb3 * 64, GmView23::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm23, t284_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm19, t284_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
@@ -2261,9 +2195,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm24, t284_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm20, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -2276,42 +2210,42 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t287_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView25::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_e_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_e_aiv0, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView26 t14_u1c0Gm26(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView26::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0Gm26, t287_e_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u1c0Gm22(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView22::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm22, t287_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView27::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_e_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView23 p_1_u1c0Gm23(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView23::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_e_aiv1, p_1_u1c0Gm23);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView28 t14_u1c0Gm28(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView28::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0Gm28, t287_e_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView24 t14_u1c0Gm24(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView24::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0Gm24, t287_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView29 mGm29(m + _qb3 * 64, GmView29::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm29, t254_e_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t254_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm25, t254_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView30 mGm30(m + _qb3 * 64 + 32, GmView30::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm30, t254_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView26 mGm26(m + _qb3 * 64 + 32, GmView26::Shape(t254_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm26, t254_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2362,9 +2296,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 accGm36(acc + _qb3 * 64 * D + _g302 * 128, GmView36::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t303_e_aiv0, accGm36);  // online_softmax_attn.pto:21:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_e_aiv0, accGm32);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2379,9 +2313,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t13_u1c0_twinGm37(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView37::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm37);  // online_softmax_attn.pto:21:22
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 t13_u1c0_twinGm33(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView33::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_e_aiv0, t13_u1c0_twinGm33);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -2395,9 +2329,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + _qb3 * 64 * D + _g302 * 128, GmView38::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm38, t311_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView34 accGm34(acc + _qb3 * 64 * D + _g302 * 128, GmView34::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm34, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -2406,9 +2340,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView39::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_e_aiv1, accGm39);  // online_softmax_attn.pto:21:22
+                            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_e_aiv1, accGm35);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2419,9 +2353,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 t13_u1c0_twinGm40(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView40::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm40);  // online_softmax_attn.pto:21:22
+                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView36 t13_u1c0_twinGm36(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView36::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_e_aiv1, t13_u1c0_twinGm36);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2433,9 +2367,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView41 accGm41(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView41::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm41, t311_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView37 accGm37(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView37::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm37, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2465,7 +2399,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237_db = 0; _k237_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k237_db) {  // online_softmax_attn.pto:10:13
+                        for (int64_t _k237_dr = 0; _k237_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k237_db * 2 + 1), 1); ++_k237_dr) {  // online_softmax_attn.pto:10:13
+                        }
                     }
                 }
                 TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
@@ -2496,9 +2432,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                     TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView45 t0_u1c0_twinGm45(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView45::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_o_aiv0, t0_u1c0_twinGm45);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2508,9 +2444,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView48 s_u1c0_twinGm48(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0_twinGm48, t245_o_aiv0);  // online_softmax_attn.pto:10:13
+                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView46 s_u1c0_twinGm46(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView46::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0_twinGm46, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2524,9 +2460,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView49 t0_u1c0_twinGm49(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView49::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm49);  // online_softmax_attn.pto:10:13
+                            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView47 t0_u1c0_twinGm47(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView47::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t244_o_aiv1, t0_u1c0_twinGm47);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2536,9 +2472,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView50 s_u1c0_twinGm50(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView50::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0_twinGm50, t245_o_aiv1);  // online_softmax_attn.pto:10:13
+                            using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView48 s_u1c0_twinGm48(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView48::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u1c0_twinGm48, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2582,9 +2518,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView51 mGm51(m + _qb3 * 64, GmView51::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_o_aiv0, mGm51);  // online_softmax_attn.pto:17:21
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView49 mGm49(m + _qb3 * 64, GmView49::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_o_aiv0, mGm49);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2599,9 +2535,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t261_o_aiv0, t258_o_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView52 lGm52(l + _qb3 * 64, GmView52::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_o_aiv0, lGm52);  // online_softmax_attn.pto:20:20
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView50 lGm50(l + _qb3 * 64, GmView50::Shape(t273_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_o_aiv0, lGm50);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2616,9 +2552,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView53 mGm53(m + _qb3 * 64 + 32, GmView53::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_o_aiv1, mGm53);  // online_softmax_attn.pto:17:21
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView51 mGm51(m + _qb3 * 64 + 32, GmView51::Shape(t252_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t252_o_aiv1, mGm51);  // online_softmax_attn.pto:17:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2632,9 +2568,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t261_o_aiv1, t258_o_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView54 lGm54(l + _qb3 * 64 + 32, GmView54::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_o_aiv1, lGm54);  // online_softmax_attn.pto:20:20
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView52 lGm52(l + _qb3 * 64 + 32, GmView52::Shape(t273_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t273_o_aiv1, lGm52);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2663,9 +2599,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                     TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView55 s_u1c0_twinGm55(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_o_aiv0, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView53 s_u1c0_twinGm53(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView53::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_o_aiv0, s_u1c0_twinGm53);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2679,9 +2615,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0_twinGm56, t271_o_aiv0);  // online_softmax_attn.pto:19:17
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView54 p_1_u1c0_twinGm54(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView54::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0_twinGm54, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2695,9 +2631,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView57 s_u1c0_twinGm57(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView57::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_o_aiv1, s_u1c0_twinGm57);  // online_softmax_attn.pto:19:21
+                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView55 s_u1c0_twinGm55(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView55::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t264_o_aiv1, s_u1c0_twinGm55);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2711,9 +2647,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView58 p_1_u1c0_twinGm58(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView58::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0_twinGm58, t271_o_aiv1);  // online_softmax_attn.pto:19:17
+                            using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView56 p_1_u1c0_twinGm56(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView56::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u1c0_twinGm56, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2741,9 +2677,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView59 lGm59(l + _qb3 * 64, GmView59::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm59, t284_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView57 lGm57(l + _qb3 * 64, GmView57::Shape(t284_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm57, t284_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
@@ -2753,9 +2689,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView60 lGm60(l + _qb3 * 64 + 32, GmView60::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm60, t284_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView58 lGm58(l + _qb3 * 64 + 32, GmView58::Shape(t284_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm58, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -2768,42 +2704,42 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
                     TASSIGN(t287_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView59 p_1_u1c0_twinGm59(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView59::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_o_aiv0, p_1_u1c0_twinGm59);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView62::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u1c0_twinGm62, t287_o_aiv0);  // online_softmax_attn.pto:21:43
+                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView60 t14_u1c0_twinGm60(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView60::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0_twinGm60, t287_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView63 p_1_u1c0_twinGm63(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView63::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm63);  // online_softmax_attn.pto:21:43
+                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView61 p_1_u1c0_twinGm61(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView61::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t287_o_aiv1, p_1_u1c0_twinGm61);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView64 t14_u1c0_twinGm64(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView64::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u1c0_twinGm64, t287_o_aiv1);  // online_softmax_attn.pto:21:43
+                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView62 t14_u1c0_twinGm62(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView62::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u1c0_twinGm62, t287_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 if (ptodsl_aiv0) {
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView65 mGm65(m + _qb3 * 64, GmView65::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm65, t254_o_aiv0);  // online_softmax_attn.pto:22:13
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView63 mGm63(m + _qb3 * 64, GmView63::Shape(t254_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm63, t254_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
                 for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView66 mGm66(m + _qb3 * 64 + 32, GmView66::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm66, t254_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView64 mGm64(m + _qb3 * 64 + 32, GmView64::Shape(t254_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm64, t254_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
@@ -2855,9 +2791,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
-                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t303_o_aiv0, accGm72);  // online_softmax_attn.pto:21:22
+                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView70 accGm70(acc + _qb3 * 64 * D + _g302 * 128, GmView70::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t303_o_aiv0, accGm70);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2872,9 +2808,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView73 t13_u1c0Gm73(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView73::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_o_aiv0, t13_u1c0Gm73);  // online_softmax_attn.pto:21:22
+                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView71 t13_u1c0Gm71(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView71::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t310_o_aiv0, t13_u1c0Gm71);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -2888,9 +2824,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView74 accGm74(acc + _qb3 * 64 * D + _g302 * 128, GmView74::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm74, t311_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView72 accGm72(acc + _qb3 * 64 * D + _g302 * 128, GmView72::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm72, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -2899,9 +2835,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t303_o_aiv1, accGm75);  // online_softmax_attn.pto:21:22
+                                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView73 accGm73(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView73::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t303_o_aiv1, accGm73);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2912,9 +2848,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView76 t13_u1c0Gm76(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView76::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t310_o_aiv1, t13_u1c0Gm76);  // online_softmax_attn.pto:21:22
+                                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView74 t13_u1c0Gm74(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView74::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t310_o_aiv1, t13_u1c0Gm74);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2926,9 +2862,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView77 accGm77(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView77::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm77, t311_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView75 accGm75(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView75::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm75, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);

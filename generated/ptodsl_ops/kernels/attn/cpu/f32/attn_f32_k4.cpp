@@ -44,14 +44,6 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT323B1 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT324B1 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325B1 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT322B2 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323B2 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT324B2 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325B2 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT322B3 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323B3 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT324B3 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325B3 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT331Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT331Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT328Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -170,35 +162,33 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
-                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 4) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 2) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t324_b0, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 4) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 2) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t325_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
@@ -208,25 +198,25 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
-                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 2 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t322_b1, 65536);  // online_softmax_attn.pto:10:13
                         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t323_b1, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
-                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t324_b1, 98304);  // online_softmax_attn.pto:10:13
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t325_b1, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
@@ -234,69 +224,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
-                        TileT322B2 t322_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t322_b2, 131072);  // online_softmax_attn.pto:10:13
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 qGm6(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView6::Shape(t322_b2.GetValidRow(), t322_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t322_b2, qGm6);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B2 t323_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t323_b2, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t323_b2, t322_b2);  // online_softmax_attn.pto:10:13
-                        TileT324B2 t324_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t324_b2, 163840);  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView7 kj_lastGm7(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView7::Shape(t324_b2.GetValidRow(), t324_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t324_b2, kj_lastGm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B2 t325_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t325_b2, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t325_b2, t324_b2);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t316, t316, t323_b2, t325_b2);  // online_softmax_attn.pto:10:13
-                    }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
-                        TileT322B3 t322_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t322_b3, 196608);  // online_softmax_attn.pto:10:13
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 qGm8(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView8::Shape(t322_b3.GetValidRow(), t322_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t322_b3, qGm8);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B3 t323_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t323_b3, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t323_b3, t322_b3);  // online_softmax_attn.pto:10:13
-                        TileT324B3 t324_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t324_b3, 229376);  // online_softmax_attn.pto:10:13
-                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView9 kj_lastGm9(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView9::Shape(t324_b3.GetValidRow(), t324_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t324_b3, kj_lastGm9);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B3 t325_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t325_b3, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t325_b3, t324_b3);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t316, t316, t323_b3, t325_b3);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -306,9 +236,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView10 t0_lastGm10(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView10::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_lastGm10, t316);  // online_softmax_attn.pto:10:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 t0_lastGm6(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView6::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_lastGm6, t316);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -339,17 +269,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t334_aiv0, 33792);  // online_softmax_attn.pto:17:32
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView11 t0_lastGm11(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView11::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t328_aiv0, t0_lastGm11);  // online_softmax_attn.pto:10:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView7 t0_lastGm7(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView7::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t328_aiv0, t0_lastGm7);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView12 s_lastGm12(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView12::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_lastGm12, t329_aiv0);  // online_softmax_attn.pto:10:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView8 s_lastGm8(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView8::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_lastGm8, t329_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
                 TASSIGN(tmp0, 70656);  // online_softmax_attn.pto:17:32
@@ -357,17 +287,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView13 t0_lastGm13(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView13::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328_aiv1, t0_lastGm13);  // online_softmax_attn.pto:10:13
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView9 t0_lastGm9(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView9::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv1, t0_lastGm9);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView14 s_lastGm14(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView14::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm14, t329_aiv1);  // online_softmax_attn.pto:10:13
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView10 s_lastGm10(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView10::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm10, t329_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
                     TASSIGN(tmp1, 70656);  // online_softmax_attn.pto:17:32
@@ -409,9 +339,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
             TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-            GmView15 mGm15(m + _qb4 * 64, GmView15::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-            TLOAD(t336_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+            GmView11 mGm11(m + _qb4 * 64, GmView11::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+            TLOAD(t336_aiv0, mGm11);  // online_softmax_attn.pto:17:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -420,9 +350,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
             pipe_barrier(PIPE_V);
             TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView16 lGm16(l + _qb4 * 64, GmView16::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t357_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView12 lGm12(l + _qb4 * 64, GmView12::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t357_aiv0, lGm12);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -431,9 +361,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView17 mGm17(m + _qb4 * 64 + 32, GmView17::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView13 mGm13(m + _qb4 * 64 + 32, GmView13::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
@@ -441,9 +371,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView14 lGm14(l + _qb4 * 64 + 32, GmView14::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -468,9 +398,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                GmView19 s_lastGm19(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView19::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t348_aiv0, s_lastGm19);  // online_softmax_attn.pto:19:21
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                GmView15 s_lastGm15(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView15::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t348_aiv0, s_lastGm15);  // online_softmax_attn.pto:19:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
@@ -480,9 +410,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                GmView20 p_1_lastGm20(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView20::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_lastGm20, t355_aiv0);  // online_softmax_attn.pto:19:17
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                GmView16 p_1_lastGm16(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView16::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_lastGm16, t355_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
                 TASSIGN(tmp3, 70656);  // online_softmax_attn.pto:20:32
@@ -490,9 +420,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView21 s_lastGm21(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView21::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv1, s_lastGm21);  // online_softmax_attn.pto:19:21
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView17 s_lastGm17(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView17::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv1, s_lastGm17);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
@@ -502,9 +432,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView22 p_1_lastGm22(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView22::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm22, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView18::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm18, t355_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
                     TASSIGN(tmp5, 70656);  // online_softmax_attn.pto:20:32
@@ -526,17 +456,17 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView23 lGm23(l + _qb4 * 64, GmView23::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm23, t368_aiv0);  // online_softmax_attn.pto:20:20
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView24 lGm24(l + _qb4 * 64 + 32, GmView24::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm24, t368_aiv1);  // online_softmax_attn.pto:20:20
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -547,23 +477,23 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t371_aiv0, 5120);  // online_softmax_attn.pto:21:43
                 TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView25::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t371_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView21 p_1_lastGm21(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t371_aiv0, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                GmView26 t14_lastGm26(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView26::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_lastGm26, t371_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView22 t14_lastGm22(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView22::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_lastGm22, t371_aiv0);  // online_softmax_attn.pto:21:43
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView27::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t371_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView23 p_1_lastGm23(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv1, p_1_lastGm23);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t14_lastGm28(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView28::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_lastGm28, t371_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView24 t14_lastGm24(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView24::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm24, t371_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -579,9 +509,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t14_lastGm29(t14_last + _qb4 * 64 * 128, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t376, t14_lastGm29);  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128, GmView25::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm25);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
@@ -592,9 +522,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_lastGm30(vj_last + _g374 * 64, GmView30::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t378, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView26 vj_lastGm26(vj_last + _g374 * 64, GmView26::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm26);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
@@ -611,9 +541,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
                     TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t14_lastGm31(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView31::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t381, t14_lastGm31);  // online_softmax_attn.pto:21:36
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView27 t14_lastGm27(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView27::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm27);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
@@ -623,9 +553,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_lastGm32(vj_last + _k380 * 128 * D + _g374 * 64, GmView32::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t383, vj_lastGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_lastGm28(vj_last + _k380 * 128 * D + _g374 * 64, GmView28::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
@@ -639,9 +569,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t13_lastGm33(t13_last + _qb4 * 64 * D + _g374 * 64, GmView33::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_lastGm33, t375);  // online_softmax_attn.pto:21:36
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g374 * 64, GmView29::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm29, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -677,9 +607,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t395_aiv1, ptodsl_aiv1_ub + 54272);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView34 accGm34(acc + _qb4 * 64 * D + _g386 * 128, GmView34::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t387_aiv0, accGm34);  // online_softmax_attn.pto:21:22
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t387_aiv0, accGm30);  // online_softmax_attn.pto:21:22
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -690,9 +620,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView35 t13_lastGm35(t13_last + _qb4 * 64 * D + _g386 * 128, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t394_aiv0, t13_lastGm35);  // online_softmax_attn.pto:21:22
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView31 t13_lastGm31(t13_last + _qb4 * 64 * D + _g386 * 128, GmView31::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t394_aiv0, t13_lastGm31);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -702,18 +632,18 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView36 accGm36(acc + _qb4 * 64 * D + _g386 * 128, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView32 accGm32(acc + _qb4 * 64 * D + _g386 * 128, GmView32::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm32, t395_aiv0);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 accGm37(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView37::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t387_aiv1, accGm37);  // online_softmax_attn.pto:21:22
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv1, accGm33);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -722,9 +652,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 t13_lastGm38(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv1, t13_lastGm38);  // online_softmax_attn.pto:21:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 t13_lastGm34(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView34::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv1, t13_lastGm34);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -732,9 +662,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 accGm35(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView35::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm35, t395_aiv1);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -750,13 +680,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
+            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView36 mGm36(m + _qb4 * 64, GmView36::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm36, t338_aiv0);  // online_softmax_attn.pto:22:13
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView37 mGm37(m + _qb4 * 64 + 32, GmView37::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm37, t338_aiv1);  // online_softmax_attn.pto:22:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -780,9 +710,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
                 TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 128, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
-                TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                GmView38 accGm38(acc + _qb4 * 64 * D + _g399 * 128, GmView38::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                TLOAD(t400_aiv0, accGm38);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -794,16 +724,16 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 128, GmView43::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
-                TSTORE(oGm43, t403_aiv0);  // online_softmax_attn.pto:24:20
+                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                GmView39 oGm39(o + _qb4 * 64 * D + _g399 * 128, GmView39::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                TSTORE(oGm39, t403_aiv0);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView40 accGm40(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView40::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv1, accGm40);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
@@ -813,9 +743,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView45::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm45, t403_aiv1);  // online_softmax_attn.pto:24:20
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView41 oGm41(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView41::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm41, t403_aiv1);  // online_softmax_attn.pto:24:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -900,35 +830,33 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
-                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    TileT322B0 t322_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 4) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + (1 + _k321_db * 2) * 128, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                    TileT323B0 t323_b0(min_i64(S - _qb4 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t324_b0, 32768);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 4) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 2) * 128, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t325_b0, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
@@ -938,25 +866,25 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
-                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 2 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                        TileT322B1 t322_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t322_b1, 65536);  // online_softmax_attn.pto:10:13
                         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView4 qGm4(q + _qb4 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 128, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                        TileT323B1 t323_b1(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t323_b1, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
-                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT324B1 t324_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t324_b1, 98304);  // online_softmax_attn.pto:10:13
                         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 128, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 4 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT325B1 t325_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t325_b1, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
@@ -964,69 +892,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
-                        TileT322B2 t322_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t322_b2, 131072);  // online_softmax_attn.pto:10:13
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 qGm6(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView6::Shape(t322_b2.GetValidRow(), t322_b2.GetValidCol()), GmView6::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t322_b2, qGm6);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B2 t323_b2(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t323_b2, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t323_b2, t322_b2);  // online_softmax_attn.pto:10:13
-                        TileT324B2 t324_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t324_b2, 163840);  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView7 kj_lastGm7(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr2 + 3) * 128, GmView7::Shape(t324_b2.GetValidRow(), t324_b2.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t324_b2, kj_lastGm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B2 t325_b2(min_i64(D - (_k321_db * 4 + _k321_dr2 + 3) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t325_b2, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t325_b2, t324_b2);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t316, t316, t323_b2, t325_b2);  // online_softmax_attn.pto:10:13
-                    }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
-                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
-                        TileT322B3 t322_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t322_b3, 196608);  // online_softmax_attn.pto:10:13
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 qGm8(q + _qb4 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView8::Shape(t322_b3.GetValidRow(), t322_b3.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t322_b3, qGm8);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT323B3 t323_b3(min_i64(S - _qb4 * 64, 64), min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t323_b3, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t323_b3, t322_b3);  // online_softmax_attn.pto:10:13
-                        TileT324B3 t324_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t324_b3, 229376);  // online_softmax_attn.pto:10:13
-                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView9 kj_lastGm9(kj_last + _g315 * 64 * D + (_k321_db * 4 + _k321_dr3 + 4) * 128, GmView9::Shape(t324_b3.GetValidRow(), t324_b3.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t324_b3, kj_lastGm9);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT325B3 t325_b3(min_i64(D - (_k321_db * 4 + _k321_dr3 + 4) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t325_b3, 32768);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t325_b3, t324_b3);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t316, t316, t323_b3, t325_b3);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 }
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
@@ -1036,9 +904,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                GmView10 t0_lastGm10(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView10::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_lastGm10, t316);  // online_softmax_attn.pto:10:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 t0_lastGm6(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView6::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_lastGm6, t316);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1079,9 +947,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t14_lastGm29(t14_last + _qb4 * 64 * 128, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t376, t14_lastGm29);  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128, GmView25::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm25);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
@@ -1092,9 +960,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_lastGm30(vj_last + _g374 * 64, GmView30::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t378, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView26 vj_lastGm26(vj_last + _g374 * 64, GmView26::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm26);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
@@ -1111,9 +979,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
                     TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t14_lastGm31(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView31::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t381, t14_lastGm31);  // online_softmax_attn.pto:21:36
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView27 t14_lastGm27(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView27::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm27);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
@@ -1123,9 +991,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_lastGm32(vj_last + _k380 * 128 * D + _g374 * 64, GmView32::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t383, vj_lastGm32);  // online_softmax_attn.pto:21:36
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView28 vj_lastGm28(vj_last + _k380 * 128 * D + _g374 * 64, GmView28::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm28);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
@@ -1139,9 +1007,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t13_lastGm33(t13_last + _qb4 * 64 * D + _g374 * 64, GmView33::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_lastGm33, t375);  // online_softmax_attn.pto:21:36
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g374 * 64, GmView29::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm29, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1194,12 +1062,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
             for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 3) / 4; ++_k321_db) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
-                    }
-                    for (int64_t _k321_dr2 = 0; _k321_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 2), 1); ++_k321_dr2) {  // online_softmax_attn.pto:10:13
-                    }
-                    for (int64_t _k321_dr3 = 0; _k321_dr3 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 4 + 3), 1); ++_k321_dr3) {  // online_softmax_attn.pto:10:13
+                for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k321_db * 2 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
                     }
                 }
             }
@@ -1231,9 +1095,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView11 t0_lastGm11(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView11::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328_aiv0, t0_lastGm11);  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_lastGm7(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView7::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv0, t0_lastGm7);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1243,9 +1107,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView12 s_lastGm12(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView12::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm12, t329_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_lastGm8(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView8::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm8, t329_aiv0);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -1259,9 +1123,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     if (!ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView13 t0_lastGm13(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView13::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t328_aiv1, t0_lastGm13);  // online_softmax_attn.pto:10:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView9 t0_lastGm9(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView9::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t328_aiv1, t0_lastGm9);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1271,9 +1135,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView14 s_lastGm14(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView14::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_lastGm14, t329_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView10 s_lastGm10(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView10::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_lastGm10, t329_aiv1);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1321,9 +1185,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView15 mGm15(m + _qb4 * 64, GmView15::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv0, mGm15);  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb4 * 64, GmView11::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv0, mGm11);  // online_softmax_attn.pto:17:21
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1338,9 +1202,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb4 * 64, GmView16::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv0, lGm16);  // online_softmax_attn.pto:20:20
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb4 * 64, GmView12::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv0, lGm12);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1355,9 +1219,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView17 mGm17(m + _qb4 * 64 + 32, GmView17::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336_aiv1, mGm17);  // online_softmax_attn.pto:17:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView13 mGm13(m + _qb4 * 64 + 32, GmView13::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv1, mGm13);  // online_softmax_attn.pto:17:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1371,9 +1235,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView14 lGm14(l + _qb4 * 64 + 32, GmView14::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv1, lGm14);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1402,9 +1266,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView19 s_lastGm19(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView19::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv0, s_lastGm19);  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_lastGm15(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView15::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv0, s_lastGm15);  // online_softmax_attn.pto:19:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1418,9 +1282,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView20 p_1_lastGm20(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView20::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm20, t355_aiv0);  // online_softmax_attn.pto:19:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_lastGm16(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView16::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm16, t355_aiv0);  // online_softmax_attn.pto:19:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -1434,9 +1298,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView21 s_lastGm21(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView21::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348_aiv1, s_lastGm21);  // online_softmax_attn.pto:19:21
+                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView17 s_lastGm17(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView17::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv1, s_lastGm17);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1450,9 +1314,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView22 p_1_lastGm22(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView22::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm22, t355_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView18::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm18, t355_aiv1);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1482,9 +1346,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView23 lGm23(l + _qb4 * 64, GmView23::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm23, t368_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
@@ -1494,9 +1358,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView24 lGm24(l + _qb4 * 64 + 32, GmView24::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm24, t368_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
                 }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1509,29 +1373,29 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
                 TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView25::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t371_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_lastGm21(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv0, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t14_lastGm26(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView26::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_lastGm26, t371_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_lastGm22(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView22::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm22, t371_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView27::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t371_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView23 p_1_lastGm23(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t371_aiv1, p_1_lastGm23);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t14_lastGm28(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView28::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_lastGm28, t371_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView24 t14_lastGm24(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView24::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_lastGm24, t371_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
             }
@@ -1573,9 +1437,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView34 accGm34(acc + _qb4 * 64 * D + _g386 * 128, GmView34::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t387_aiv0, accGm34);  // online_softmax_attn.pto:21:22
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv0, accGm30);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1590,9 +1454,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView35 t13_lastGm35(t13_last + _qb4 * 64 * D + _g386 * 128, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv0, t13_lastGm35);  // online_softmax_attn.pto:21:22
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView31 t13_lastGm31(t13_last + _qb4 * 64 * D + _g386 * 128, GmView31::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv0, t13_lastGm31);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
@@ -1606,9 +1470,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb4 * 64 * D + _g386 * 128, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 accGm32(acc + _qb4 * 64 * D + _g386 * 128, GmView32::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm32, t395_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1617,9 +1481,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 accGm37(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView37::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t387_aiv1, accGm37);  // online_softmax_attn.pto:21:22
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t387_aiv1, accGm33);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1630,9 +1494,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 t13_lastGm38(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394_aiv1, t13_lastGm38);  // online_softmax_attn.pto:21:22
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView34 t13_lastGm34(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView34::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv1, t13_lastGm34);  // online_softmax_attn.pto:21:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1644,9 +1508,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView35 accGm35(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView35::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm35, t395_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1664,15 +1528,15 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             if (ptodsl_aiv0) {
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView36 mGm36(m + _qb4 * 64, GmView36::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm36, t338_aiv0);  // online_softmax_attn.pto:22:13
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView37 mGm37(m + _qb4 * 64 + 32, GmView37::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm37, t338_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1698,9 +1562,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 128, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView38 accGm38(acc + _qb4 * 64 * D + _g399 * 128, GmView38::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv0, accGm38);  // online_softmax_attn.pto:24:25
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1716,18 +1580,18 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 128, GmView43::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm43, t403_aiv0);  // online_softmax_attn.pto:24:20
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView39 oGm39(o + _qb4 * 64 * D + _g399 * 128, GmView39::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm39, t403_aiv0);  // online_softmax_attn.pto:24:20
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                     if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView40 accGm40(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView40::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv1, accGm40);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1741,9 +1605,9 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView45::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm45, t403_aiv1);  // online_softmax_attn.pto:24:20
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView41 oGm41(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView41::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm41, t403_aiv1);  // online_softmax_attn.pto:24:20
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

@@ -41,21 +41,6 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT2EB1 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT3EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4EB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6EB2 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2EB2 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4EB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5EB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6EB3 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2EB3 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3EB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4EB3 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5EB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6EB4 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2EB4 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3EB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4EB4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT31E = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT32E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT33E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
@@ -69,10 +54,6 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT38EB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT39EB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT40EB1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT37EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38EB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT39EB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT40EB2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8EAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT8EAiv1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT9EAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -125,21 +106,6 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT2OB1 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT3OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4OB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6OB2 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2OB2 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4OB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5OB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6OB3 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2OB3 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3OB3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4OB3 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT5OB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
-    using TileT6OB4 = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2OB4 = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT3OB4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4OB4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT31O = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT32O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT33O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
@@ -153,10 +119,6 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT38OB1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT39OB1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT40OB1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT37OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38OB2 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT39OB2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT40OB2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8OAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT8OAiv1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT9OAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -215,20 +177,31 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
             TileT5EB0 t5_e_b0;  // ffn.pto:10:9
             TASSIGN(t5_e_b0, 0);  // ffn.pto:10:9
             TileT6EB0 t6_e_b0;  // ffn.pto:10:9
             TASSIGN(t6_e_b0, 0);  // ffn.pto:10:9
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 2 % 4 * 64);  // ffn.pto:10:9
             TLOAD(t5_e_b0, w1Gm0);  // ffn.pto:10:9
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6_e_b0, t5_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2EB0 t2_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t2_e_b0, 0);  // ffn.pto:10:9
             TileT3EB0 t3_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t3_e_b0, 8192);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
             GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e_b0.GetValidRow()));  // ffn.pto:10:9
             TLOAD(t3_e_b0, xGm1);  // ffn.pto:10:9
@@ -237,22 +210,27 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t4_e_b0, 0);  // ffn.pto:10:9
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4_e_b0, t3_e_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_e_b0, t4_e_b0, t6_e_b0);  // ffn.pto:10:9
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-            GmView2 h_ownGm2(h_own + _g1_f_db * 5 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
+            GmView2 h_ownGm2(h_own + _g1_f_db * 2 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
             TSTORE(h_ownGm2, t2_e_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
                 TileT5EB1 t5_e_b1;  // ffn.pto:10:9
                 TASSIGN(t5_e_b1, 16384);  // ffn.pto:10:9
                 TileT6EB1 t6_e_b1;  // ffn.pto:10:9
                 TASSIGN(t6_e_b1, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
                 TLOAD(t5_e_b1, w1Gm3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -275,113 +253,20 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView5 h_ownGm5(h_own + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
+                GmView5 h_ownGm5(h_own + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(h_ownGm5, t2_e_b1);  // ffn.pto:10:9
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-                TileT5EB2 t5_e_b2;  // ffn.pto:10:9
-                TASSIGN(t5_e_b2, 32768);  // ffn.pto:10:9
-                TileT6EB2 t6_e_b2;  // ffn.pto:10:9
-                TASSIGN(t6_e_b2, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm6(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b2, w1Gm6);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b2, t5_e_b2);  // ffn.pto:10:9
-                TileT2EB2 t2_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b2, 0);  // ffn.pto:10:9
-                TileT3EB2 t3_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b2, 40960);  // ffn.pto:10:9
-                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView7 xGm7(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView7::Shape(t3_e_b2.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b2, xGm7);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB2 t4_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b2, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b2, t3_e_b2);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b2, t4_e_b2, t6_e_b2);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView8 h_ownGm8(h_own + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView8::Shape(t2_e_b2.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm8, t2_e_b2);  // ffn.pto:10:9
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-                TileT5EB3 t5_e_b3;  // ffn.pto:10:9
-                TASSIGN(t5_e_b3, 49152);  // ffn.pto:10:9
-                TileT6EB3 t6_e_b3;  // ffn.pto:10:9
-                TASSIGN(t6_e_b3, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm9(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b3, w1Gm9);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b3, t5_e_b3);  // ffn.pto:10:9
-                TileT2EB3 t2_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b3, 16384);  // ffn.pto:10:9
-                TileT3EB3 t3_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b3, 57344);  // ffn.pto:10:9
-                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView10 xGm10(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView10::Shape(t3_e_b3.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b3, xGm10);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB3 t4_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b3, 8192);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b3, t3_e_b3);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b3, t4_e_b3, t6_e_b3);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView11 h_ownGm11(h_own + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView11::Shape(t2_e_b3.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm11, t2_e_b3);  // ffn.pto:10:9
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
-                TileT5EB4 t5_e_b4;  // ffn.pto:10:9
-                TASSIGN(t5_e_b4, 65536);  // ffn.pto:10:9
-                TileT6EB4 t6_e_b4;  // ffn.pto:10:9
-                TASSIGN(t6_e_b4, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm12(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b4, w1Gm12);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b4, t5_e_b4);  // ffn.pto:10:9
-                TileT2EB4 t2_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b4, 0);  // ffn.pto:10:9
-                TileT3EB4 t3_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b4, 73728);  // ffn.pto:10:9
-                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView13 xGm13(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView13::Shape(t3_e_b4.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b4, xGm13);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB4 t4_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b4, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b4, t3_e_b4);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b4, t4_e_b4, t6_e_b4);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView14 h_ownGm14(h_own + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView14::Shape(t2_e_b4.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm14, t2_e_b4);  // ffn.pto:10:9
-            }
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -393,9 +278,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
-            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView15 a_own_twinGm15(a_own_twin, GmView15::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_own_twinGm15);  // ffn.pto:16:12
+            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+            GmView6 a_own_twinGm6(a_own_twin, GmView6::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm6);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
@@ -405,8 +290,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT34E t34_e;  // ffn.pto:16:12
             TASSIGN(t34_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm16(w2);  // ffn.pto:16:12
-            TLOAD(t34_e, w2Gm16);  // ffn.pto:16:12
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm7(w2);  // ffn.pto:16:12
+            TLOAD(t34_e, w2Gm7);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT35E t35_e;  // ffn.pto:16:12
             TASSIGN(t35_e, 0);  // ffn.pto:16:12
@@ -419,49 +304,61 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t37_e_b0, 0);  // ffn.pto:16:12
-                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView17 a_own_twinGm17(a_own_twin + (1 + _k36_db * 3) * 64, GmView17::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e_b0, a_own_twinGm17);  // ffn.pto:16:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView8 a_own_twinGm8(a_own_twin + (1 + _k36_db * 2) * 64, GmView8::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e_b0, a_own_twinGm8);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e_b0, 0);  // ffn.pto:16:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t38_e_b0, t37_e_b0);  // ffn.pto:16:12
-                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t39_e_b0, 8192);  // ffn.pto:16:12
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView18 w2Gm18(w2 + (1 + _k36_db * 3) * 64 * 64, GmView18::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t39_e_b0, w2Gm18);  // ffn.pto:16:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView9 w2Gm9(w2 + (1 + _k36_db * 2) * 64 * 64, GmView9::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t39_e_b0, w2Gm9);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t40_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t40_e_b0, t39_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t31_e, t31_e, t38_e_b0, t40_e_b0);  // ffn.pto:16:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t37_e_b1, 16384);  // ffn.pto:16:12
-                    using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView19 a_own_twinGm19(a_own_twin + (_k36_db * 3 + _k36_dr + 2) * 64, GmView19::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_e_b1, a_own_twinGm19);  // ffn.pto:16:12
+                    using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView10 a_own_twinGm10(a_own_twin + (_k36_db * 2 + _k36_dr + 2) * 64, GmView10::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b1, a_own_twinGm10);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t38_e_b1, 8192);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t38_e_b1, t37_e_b1);  // ffn.pto:16:12
-                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t39_e_b1, 24576);  // ffn.pto:16:12
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView20 w2Gm20(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView20::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_e_b1, w2Gm20);  // ffn.pto:16:12
+                    using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView11 w2Gm11(w2 + (_k36_db * 2 + _k36_dr + 2) * 64 * 64, GmView11::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b1, w2Gm11);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t40_e_b1, 8192);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_e_b1, t39_e_b1);  // ffn.pto:16:12
@@ -469,38 +366,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t31_e, t31_e, t38_e_b1, t40_e_b1);  // ffn.pto:16:12
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
-                    TileT37EB2 t37_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_e_b2, 32768);  // ffn.pto:16:12
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 a_own_twinGm21(a_own_twin + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView21::Shape(t37_e_b2.GetValidRow(), t37_e_b2.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_e_b2, a_own_twinGm21);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38EB2 t38_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t38_e_b2, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t38_e_b2, t37_e_b2);  // ffn.pto:16:12
-                    TileT39EB2 t39_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_e_b2, 40960);  // ffn.pto:16:12
-                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView22 w2Gm22(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView22::Shape(t39_e_b2.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_e_b2, w2Gm22);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40EB2 t40_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t40_e_b2, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t40_e_b2, t39_e_b2);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t31_e, t31_e, t38_e_b2, t40_e_b2);  // ffn.pto:16:12
-                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView23::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
-            TSTORE(yGm23, t31_e);  // ffn.pto:16:12
+            using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+            GmView12 yGm12(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView12::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            TSTORE(yGm12, t31_e);  // ffn.pto:16:12
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -547,9 +425,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
                     TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView24 h_ownGm24(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView24::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_e_aiv0, h_ownGm24);  // ffn.pto:13:16
+                    using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView13 h_ownGm13(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_e_aiv0, h_ownGm13);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_e_aiv0, t8_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -569,16 +447,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t9_e_aiv0, t11_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView25 a_ownGm25(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView25::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(a_ownGm25, t9_e_aiv0);  // ffn.pto:13:16
+                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView14 a_ownGm14(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView14::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_ownGm14, t9_e_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
-                        using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView26 h_ownGm26(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView26::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv1, h_ownGm26);  // ffn.pto:13:16
+                        using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView15 h_ownGm15(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv1, h_ownGm15);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_e_aiv1, t8_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -596,9 +474,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t9_e_aiv1, t11_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView27 a_ownGm27(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView27::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_ownGm27, t9_e_aiv1);  // ffn.pto:13:16
+                        using GmView16 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView16 a_ownGm16(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView16::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm16, t9_e_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -673,9 +551,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT29EAiv1 t29_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
                     TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView28 h_ownGm28(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView28::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_e_aiv0, h_ownGm28);  // ffn.pto:15:16
+                    using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView17 h_ownGm17(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView17::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_e_aiv0, h_ownGm17);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_e_aiv0, t17_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -705,16 +583,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t18_e_aiv0, t20_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView29 a_ownGm29(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView29::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(a_ownGm29, t18_e_aiv0);  // ffn.pto:15:16
+                    using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView18 a_ownGm18(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView18::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_ownGm18, t18_e_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
-                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView30 h_ownGm30(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView30::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv1, h_ownGm30);  // ffn.pto:15:16
+                        using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView19 h_ownGm19(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView19::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv1, h_ownGm19);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_e_aiv1, t17_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -742,9 +620,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t18_e_aiv1, t20_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView31 a_ownGm31(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView31::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_ownGm31, t18_e_aiv1);  // ffn.pto:15:16
+                        using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView20 a_ownGm20(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView20::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm20, t18_e_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -759,55 +637,71 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
             TileT5OB0 t5_o_b0;  // ffn.pto:10:9
-            TASSIGN(t5_o_b0, 81920);  // ffn.pto:10:9
+            TASSIGN(t5_o_b0, 32768);  // ffn.pto:10:9
             TileT6OB0 t6_o_b0;  // ffn.pto:10:9
             TASSIGN(t6_o_b0, 0);  // ffn.pto:10:9
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm32(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
-            TLOAD(t5_o_b0, w1Gm32);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm21(w1 + _g1_f_db * 2 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_o_b0, w1Gm21);  // ffn.pto:10:9
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6_o_b0, t5_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2OB0 t2_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t2_o_b0, 0);  // ffn.pto:10:9
             TileT3OB0 t3_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-            TASSIGN(t3_o_b0, 90112);  // ffn.pto:10:9
-            using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-            GmView33 xGm33(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView33::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
-            TLOAD(t3_o_b0, xGm33);  // ffn.pto:10:9
+            TASSIGN(t3_o_b0, 40960);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView22 xGm22(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView22::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_o_b0, xGm22);  // ffn.pto:10:9
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4OB0 t4_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t4_o_b0, 0);  // ffn.pto:10:9
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4_o_b0, t3_o_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_o_b0, t4_o_b0, t6_o_b0);  // ffn.pto:10:9
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-            GmView34 h_own_twinGm34(h_own_twin + _g1_f_db * 5 % 4 * 64, GmView34::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
-            TSTORE(h_own_twinGm34, t2_o_b0);  // ffn.pto:10:9
+            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView23 h_own_twinGm23(h_own_twin + _g1_f_db * 2 % 4 * 64, GmView23::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_own_twinGm23, t2_o_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
                 TileT5OB1 t5_o_b1;  // ffn.pto:10:9
-                TASSIGN(t5_o_b1, 98304);  // ffn.pto:10:9
+                TASSIGN(t5_o_b1, 49152);  // ffn.pto:10:9
                 TileT6OB1 t6_o_b1;  // ffn.pto:10:9
                 TASSIGN(t6_o_b1, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm35(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b1, w1Gm35);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm24(w1 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b1, w1Gm24);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_o_b1, t5_o_b1);  // ffn.pto:10:9
                 TileT2OB1 t2_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_o_b1, 16384);  // ffn.pto:10:9
                 TileT3OB1 t3_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b1, 106496);  // ffn.pto:10:9
-                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView36 xGm36(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView36::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b1, xGm36);  // ffn.pto:10:9
+                TASSIGN(t3_o_b1, 57344);  // ffn.pto:10:9
+                using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView25 xGm25(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView25::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b1, xGm25);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT4OB1 t4_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_o_b1, 8192);  // ffn.pto:10:9
@@ -818,114 +712,21 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL(t2_o_b1, t4_o_b1, t6_o_b1);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView37 h_own_twinGm37(h_own_twin + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView37::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm37, t2_o_b1);  // ffn.pto:10:9
+                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView26 h_own_twinGm26(h_own_twin + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64, GmView26::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm26, t2_o_b1);  // ffn.pto:10:9
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-                TileT5OB2 t5_o_b2;  // ffn.pto:10:9
-                TASSIGN(t5_o_b2, 114688);  // ffn.pto:10:9
-                TileT6OB2 t6_o_b2;  // ffn.pto:10:9
-                TASSIGN(t6_o_b2, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm38(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b2, w1Gm38);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b2, t5_o_b2);  // ffn.pto:10:9
-                TileT2OB2 t2_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b2, 0);  // ffn.pto:10:9
-                TileT3OB2 t3_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b2, 122880);  // ffn.pto:10:9
-                using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView39 xGm39(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView39::Shape(t3_o_b2.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b2, xGm39);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB2 t4_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b2, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b2, t3_o_b2);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b2, t4_o_b2, t6_o_b2);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView40 h_own_twinGm40(h_own_twin + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView40::Shape(t2_o_b2.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm40, t2_o_b2);  // ffn.pto:10:9
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-                TileT5OB3 t5_o_b3;  // ffn.pto:10:9
-                TASSIGN(t5_o_b3, 131072);  // ffn.pto:10:9
-                TileT6OB3 t6_o_b3;  // ffn.pto:10:9
-                TASSIGN(t6_o_b3, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm41(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b3, w1Gm41);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b3, t5_o_b3);  // ffn.pto:10:9
-                TileT2OB3 t2_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b3, 16384);  // ffn.pto:10:9
-                TileT3OB3 t3_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b3, 139264);  // ffn.pto:10:9
-                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView42 xGm42(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView42::Shape(t3_o_b3.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b3, xGm42);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB3 t4_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b3, 8192);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b3, t3_o_b3);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b3, t4_o_b3, t6_o_b3);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView43 h_own_twinGm43(h_own_twin + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView43::Shape(t2_o_b3.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm43, t2_o_b3);  // ffn.pto:10:9
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
-                TileT5OB4 t5_o_b4;  // ffn.pto:10:9
-                TASSIGN(t5_o_b4, 147456);  // ffn.pto:10:9
-                TileT6OB4 t6_o_b4;  // ffn.pto:10:9
-                TASSIGN(t6_o_b4, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm44(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b4, w1Gm44);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b4, t5_o_b4);  // ffn.pto:10:9
-                TileT2OB4 t2_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b4, 0);  // ffn.pto:10:9
-                TileT3OB4 t3_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b4, 155648);  // ffn.pto:10:9
-                using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView45 xGm45(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView45::Shape(t3_o_b4.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b4, xGm45);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB4 t4_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b4, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b4, t3_o_b4);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b4, t4_o_b4, t6_o_b4);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView46 h_own_twinGm46(h_own_twin + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView46::Shape(t2_o_b4.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm46, t2_o_b4);  // ffn.pto:10:9
-            }
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -938,9 +739,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
-                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView47 a_ownGm47(a_own, GmView47::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, a_ownGm47);  // ffn.pto:16:12
+                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView27 a_ownGm27(a_own, GmView27::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm27);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -950,8 +751,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT34O t34_o;  // ffn.pto:16:12
                 TASSIGN(t34_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm48(w2);  // ffn.pto:16:12
-                TLOAD(t34_o, w2Gm48);  // ffn.pto:16:12
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm28(w2);  // ffn.pto:16:12
+                TLOAD(t34_o, w2Gm28);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT35O t35_o;  // ffn.pto:16:12
                 TASSIGN(t35_o, 0);  // ffn.pto:16:12
@@ -962,49 +763,61 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL(t31_o, t33_o, t35_o);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_o_b0, 49152);  // ffn.pto:16:12
-                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView49 a_ownGm49(a_own + (1 + _k36_db * 3) * 64, GmView49::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o_b0, a_ownGm49);  // ffn.pto:16:12
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_o_b0, 32768);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView29 a_ownGm29(a_own + (1 + _k36_db * 2) * 64, GmView29::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o_b0, a_ownGm29);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o_b0, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t38_o_b0, t37_o_b0);  // ffn.pto:16:12
-                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_o_b0, 57344);  // ffn.pto:16:12
-                    using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView50 w2Gm50(w2 + (1 + _k36_db * 3) * 64 * 64, GmView50::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_o_b0, w2Gm50);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_o_b0, 40960);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView30 w2Gm30(w2 + (1 + _k36_db * 2) * 64 * 64, GmView30::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_o_b0, w2Gm30);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                     TASSIGN(t40_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_o_b0, t39_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t31_o, t31_o, t38_o_b0, t40_o_b0);  // ffn.pto:16:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
-                        TASSIGN(t37_o_b1, 65536);  // ffn.pto:16:12
-                        using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                        GmView51 a_ownGm51(a_own + (_k36_db * 3 + _k36_dr + 2) * 64, GmView51::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
-                        TLOAD(t37_o_b1, a_ownGm51);  // ffn.pto:16:12
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b1, 49152);  // ffn.pto:16:12
+                        using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView31 a_ownGm31(a_own + (_k36_db * 2 + _k36_dr + 2) * 64, GmView31::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b1, a_ownGm31);  // ffn.pto:16:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                         TASSIGN(t38_o_b1, 8192);  // ffn.pto:16:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t38_o_b1, t37_o_b1);  // ffn.pto:16:12
-                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
-                        TASSIGN(t39_o_b1, 73728);  // ffn.pto:16:12
-                        using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                        GmView52 w2Gm52(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView52::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
-                        TLOAD(t39_o_b1, w2Gm52);  // ffn.pto:16:12
+                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b1, 57344);  // ffn.pto:16:12
+                        using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView32 w2Gm32(w2 + (_k36_db * 2 + _k36_dr + 2) * 64 * 64, GmView32::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b1, w2Gm32);  // ffn.pto:16:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                         TASSIGN(t40_o_b1, 8192);  // ffn.pto:16:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t40_o_b1, t39_o_b1);  // ffn.pto:16:12
@@ -1012,38 +825,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t31_o, t31_o, t38_o_b1, t40_o_b1);  // ffn.pto:16:12
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
-                        TileT37OB2 t37_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t37_o_b2, 81920);  // ffn.pto:16:12
-                        using GmView53 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                        GmView53 a_ownGm53(a_own + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView53::Shape(t37_o_b2.GetValidRow(), t37_o_b2.GetValidCol()));  // ffn.pto:16:12
-                        TLOAD(t37_o_b2, a_ownGm53);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT38OB2 t38_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t38_o_b2, 0);  // ffn.pto:16:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t38_o_b2, t37_o_b2);  // ffn.pto:16:12
-                        TileT39OB2 t39_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t39_o_b2, 90112);  // ffn.pto:16:12
-                        using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                        GmView54 w2Gm54(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView54::Shape(t39_o_b2.GetValidRow()));  // ffn.pto:16:12
-                        TLOAD(t39_o_b2, w2Gm54);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT40OB2 t40_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t40_o_b2, 0);  // ffn.pto:16:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t40_o_b2, t39_o_b2);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t31_o, t31_o, t38_o_b2, t40_o_b2);  // ffn.pto:16:12
-                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView55 yGm55(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView55::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
-                TSTORE(yGm55, t31_o);  // ffn.pto:16:12
+                using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView33 yGm33(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView33::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                TSTORE(yGm33, t31_o);  // ffn.pto:16:12
             }
         }
         pipe_barrier(PIPE_V);
@@ -1093,9 +887,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
                     TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView56 h_own_twinGm56(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView56::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_o_aiv0, h_own_twinGm56);  // ffn.pto:13:16
+                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView34 h_own_twinGm34(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView34::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_o_aiv0, h_own_twinGm34);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_o_aiv0, t8_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -1115,16 +909,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t9_o_aiv0, t11_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView57 a_own_twinGm57(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView57::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(a_own_twinGm57, t9_o_aiv0);  // ffn.pto:13:16
+                    using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                    GmView35 a_own_twinGm35(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView35::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_own_twinGm35, t9_o_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
-                        using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView58 h_own_twinGm58(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView58::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv1, h_own_twinGm58);  // ffn.pto:13:16
+                        using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView36 h_own_twinGm36(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView36::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv1, h_own_twinGm36);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_o_aiv1, t8_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -1142,9 +936,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t9_o_aiv1, t11_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView59 a_own_twinGm59(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView59::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_own_twinGm59, t9_o_aiv1);  // ffn.pto:13:16
+                        using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView37 a_own_twinGm37(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView37::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm37, t9_o_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1219,9 +1013,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT29OAiv1 t29_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
                     TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView60 h_own_twinGm60(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView60::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_o_aiv0, h_own_twinGm60);  // ffn.pto:15:16
+                    using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView38 h_own_twinGm38(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView38::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_o_aiv0, h_own_twinGm38);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_o_aiv0, t17_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -1251,16 +1045,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TCVT(t18_o_aiv0, t20_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView61 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView61 a_own_twinGm61(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView61::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(a_own_twinGm61, t18_o_aiv0);  // ffn.pto:15:16
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                    GmView39 a_own_twinGm39(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView39::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_own_twinGm39, t18_o_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
-                        using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView62 h_own_twinGm62(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView62::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv1, h_own_twinGm62);  // ffn.pto:15:16
+                        using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView40 h_own_twinGm40(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView40::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv1, h_own_twinGm40);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_o_aiv1, t17_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -1288,9 +1082,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         TCVT(t18_o_aiv1, t20_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                        using GmView63 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView63 a_own_twinGm63(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView63::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_own_twinGm63, t18_o_aiv1);  // ffn.pto:15:16
+                        using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView41 a_own_twinGm41(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView41::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm41, t18_o_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -1328,20 +1122,31 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
             TileT5EB0 t5_e_b0;  // ffn.pto:10:9
             TASSIGN(t5_e_b0, 0);  // ffn.pto:10:9
             TileT6EB0 t6_e_b0;  // ffn.pto:10:9
             TASSIGN(t6_e_b0, 0);  // ffn.pto:10:9
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1_f_db * 2 % 4 * 64);  // ffn.pto:10:9
             TLOAD(t5_e_b0, w1Gm0);  // ffn.pto:10:9
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6_e_b0, t5_e_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2EB0 t2_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t2_e_b0, 0);  // ffn.pto:10:9
             TileT3EB0 t3_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t3_e_b0, 8192);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
             GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e_b0.GetValidRow()));  // ffn.pto:10:9
             TLOAD(t3_e_b0, xGm1);  // ffn.pto:10:9
@@ -1350,22 +1155,27 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t4_e_b0, 0);  // ffn.pto:10:9
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4_e_b0, t3_e_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_e_b0, t4_e_b0, t6_e_b0);  // ffn.pto:10:9
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-            GmView2 h_ownGm2(h_own + _g1_f_db * 5 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
+            GmView2 h_ownGm2(h_own + _g1_f_db * 2 % 4 * 64, GmView2::Shape(t2_e_b0.GetValidRow()));  // ffn.pto:10:9
             TSTORE(h_ownGm2, t2_e_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
                 TileT5EB1 t5_e_b1;  // ffn.pto:10:9
                 TASSIGN(t5_e_b1, 16384);  // ffn.pto:10:9
                 TileT6EB1 t6_e_b1;  // ffn.pto:10:9
                 TASSIGN(t6_e_b1, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm3(w1 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
                 TLOAD(t5_e_b1, w1Gm3);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1388,114 +1198,21 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView5 h_ownGm5(h_own + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
+                GmView5 h_ownGm5(h_own + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64, GmView5::Shape(t2_e_b1.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(h_ownGm5, t2_e_b1);  // ffn.pto:10:9
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-                TileT5EB2 t5_e_b2;  // ffn.pto:10:9
-                TASSIGN(t5_e_b2, 32768);  // ffn.pto:10:9
-                TileT6EB2 t6_e_b2;  // ffn.pto:10:9
-                TASSIGN(t6_e_b2, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm6(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b2, w1Gm6);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b2, t5_e_b2);  // ffn.pto:10:9
-                TileT2EB2 t2_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b2, 0);  // ffn.pto:10:9
-                TileT3EB2 t3_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b2, 40960);  // ffn.pto:10:9
-                using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView7 xGm7(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView7::Shape(t3_e_b2.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b2, xGm7);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB2 t4_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b2, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b2, t3_e_b2);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b2, t4_e_b2, t6_e_b2);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView8 h_ownGm8(h_own + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView8::Shape(t2_e_b2.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm8, t2_e_b2);  // ffn.pto:10:9
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-                TileT5EB3 t5_e_b3;  // ffn.pto:10:9
-                TASSIGN(t5_e_b3, 49152);  // ffn.pto:10:9
-                TileT6EB3 t6_e_b3;  // ffn.pto:10:9
-                TASSIGN(t6_e_b3, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm9(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b3, w1Gm9);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b3, t5_e_b3);  // ffn.pto:10:9
-                TileT2EB3 t2_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b3, 16384);  // ffn.pto:10:9
-                TileT3EB3 t3_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b3, 57344);  // ffn.pto:10:9
-                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView10 xGm10(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView10::Shape(t3_e_b3.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b3, xGm10);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB3 t4_e_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b3, 8192);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b3, t3_e_b3);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b3, t4_e_b3, t6_e_b3);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView11 h_ownGm11(h_own + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView11::Shape(t2_e_b3.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm11, t2_e_b3);  // ffn.pto:10:9
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
-                TileT5EB4 t5_e_b4;  // ffn.pto:10:9
-                TASSIGN(t5_e_b4, 65536);  // ffn.pto:10:9
-                TileT6EB4 t6_e_b4;  // ffn.pto:10:9
-                TASSIGN(t6_e_b4, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm12(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_e_b4, w1Gm12);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e_b4, t5_e_b4);  // ffn.pto:10:9
-                TileT2EB4 t2_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_e_b4, 0);  // ffn.pto:10:9
-                TileT3EB4 t3_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_e_b4, 73728);  // ffn.pto:10:9
-                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView13 xGm13(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView13::Shape(t3_e_b4.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_e_b4, xGm13);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4EB4 t4_e_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_e_b4, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e_b4, t3_e_b4);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e_b4, t4_e_b4, t6_e_b4);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView14 h_ownGm14(h_own + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView14::Shape(t2_e_b4.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_ownGm14, t2_e_b4);  // ffn.pto:10:9
-            }
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
         wait_flag_dev(1);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -1508,9 +1225,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
-            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView15 a_own_twinGm15(a_own_twin, GmView15::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_own_twinGm15);  // ffn.pto:16:12
+            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+            GmView6 a_own_twinGm6(a_own_twin, GmView6::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm6);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
@@ -1520,8 +1237,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT34E t34_e;  // ffn.pto:16:12
             TASSIGN(t34_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm16(w2);  // ffn.pto:16:12
-            TLOAD(t34_e, w2Gm16);  // ffn.pto:16:12
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm7(w2);  // ffn.pto:16:12
+            TLOAD(t34_e, w2Gm7);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT35E t35_e;  // ffn.pto:16:12
             TASSIGN(t35_e, 0);  // ffn.pto:16:12
@@ -1534,49 +1251,61 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                TileT37EB0 t37_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t37_e_b0, 0);  // ffn.pto:16:12
-                using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView17 a_own_twinGm17(a_own_twin + (1 + _k36_db * 3) * 64, GmView17::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e_b0, a_own_twinGm17);  // ffn.pto:16:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView8 a_own_twinGm8(a_own_twin + (1 + _k36_db * 2) * 64, GmView8::Shape(t37_e_b0.GetValidRow(), t37_e_b0.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e_b0, a_own_twinGm8);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TileT38EB0 t38_e_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e_b0, 0);  // ffn.pto:16:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t38_e_b0, t37_e_b0);  // ffn.pto:16:12
-                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT39EB0 t39_e_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t39_e_b0, 8192);  // ffn.pto:16:12
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView18 w2Gm18(w2 + (1 + _k36_db * 3) * 64 * 64, GmView18::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t39_e_b0, w2Gm18);  // ffn.pto:16:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView9 w2Gm9(w2 + (1 + _k36_db * 2) * 64 * 64, GmView9::Shape(t39_e_b0.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t39_e_b0, w2Gm9);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                TileT40EB0 t40_e_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                 TASSIGN(t40_e_b0, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t40_e_b0, t39_e_b0);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t31_e, t31_e, t38_e_b0, t40_e_b0);  // ffn.pto:16:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                    TileT37EB1 t37_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t37_e_b1, 16384);  // ffn.pto:16:12
-                    using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView19 a_own_twinGm19(a_own_twin + (_k36_db * 3 + _k36_dr + 2) * 64, GmView19::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_e_b1, a_own_twinGm19);  // ffn.pto:16:12
+                    using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView10 a_own_twinGm10(a_own_twin + (_k36_db * 2 + _k36_dr + 2) * 64, GmView10::Shape(t37_e_b1.GetValidRow(), t37_e_b1.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_e_b1, a_own_twinGm10);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT38EB1 t38_e_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t38_e_b1, 8192);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t38_e_b1, t37_e_b1);  // ffn.pto:16:12
-                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT39EB1 t39_e_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t39_e_b1, 24576);  // ffn.pto:16:12
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView20 w2Gm20(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView20::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_e_b1, w2Gm20);  // ffn.pto:16:12
+                    using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView11 w2Gm11(w2 + (_k36_db * 2 + _k36_dr + 2) * 64 * 64, GmView11::Shape(t39_e_b1.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_e_b1, w2Gm11);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                    TileT40EB1 t40_e_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                     TASSIGN(t40_e_b1, 8192);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_e_b1, t39_e_b1);  // ffn.pto:16:12
@@ -1584,38 +1313,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t31_e, t31_e, t38_e_b1, t40_e_b1);  // ffn.pto:16:12
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
-                    TileT37EB2 t37_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_e_b2, 32768);  // ffn.pto:16:12
-                    using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 a_own_twinGm21(a_own_twin + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView21::Shape(t37_e_b2.GetValidRow(), t37_e_b2.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_e_b2, a_own_twinGm21);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38EB2 t38_e_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t38_e_b2, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t38_e_b2, t37_e_b2);  // ffn.pto:16:12
-                    TileT39EB2 t39_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_e_b2, 40960);  // ffn.pto:16:12
-                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView22 w2Gm22(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView22::Shape(t39_e_b2.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_e_b2, w2Gm22);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40EB2 t40_e_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                    TASSIGN(t40_e_b2, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t40_e_b2, t39_e_b2);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t31_e, t31_e, t38_e_b2, t40_e_b2);  // ffn.pto:16:12
-                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView23::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
-            TSTORE(yGm23, t31_e);  // ffn.pto:16:12
+            using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+            GmView12 yGm12(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView12::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            TSTORE(yGm12, t31_e);  // ffn.pto:16:12
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1637,55 +1347,71 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag_dev(3);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
             TileT5OB0 t5_o_b0;  // ffn.pto:10:9
-            TASSIGN(t5_o_b0, 81920);  // ffn.pto:10:9
+            TASSIGN(t5_o_b0, 32768);  // ffn.pto:10:9
             TileT6OB0 t6_o_b0;  // ffn.pto:10:9
             TASSIGN(t6_o_b0, 0);  // ffn.pto:10:9
-            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm32(w1 + _g1_f_db * 5 % 4 * 64);  // ffn.pto:10:9
-            TLOAD(t5_o_b0, w1Gm32);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm21(w1 + _g1_f_db * 2 % 4 * 64);  // ffn.pto:10:9
+            TLOAD(t5_o_b0, w1Gm21);  // ffn.pto:10:9
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6_o_b0, t5_o_b0);  // ffn.pto:10:9
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT2OB0 t2_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t2_o_b0, 0);  // ffn.pto:10:9
             TileT3OB0 t3_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-            TASSIGN(t3_o_b0, 90112);  // ffn.pto:10:9
-            using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-            GmView33 xGm33(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView33::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
-            TLOAD(t3_o_b0, xGm33);  // ffn.pto:10:9
+            TASSIGN(t3_o_b0, 40960);  // ffn.pto:10:9
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+            GmView22 xGm22(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView22::Shape(t3_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TLOAD(t3_o_b0, xGm22);  // ffn.pto:10:9
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4OB0 t4_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
             TASSIGN(t4_o_b0, 0);  // ffn.pto:10:9
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4_o_b0, t3_o_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2_o_b0, t4_o_b0, t6_o_b0);  // ffn.pto:10:9
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-            GmView34 h_own_twinGm34(h_own_twin + _g1_f_db * 5 % 4 * 64, GmView34::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
-            TSTORE(h_own_twinGm34, t2_o_b0);  // ffn.pto:10:9
+            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+            GmView23 h_own_twinGm23(h_own_twin + _g1_f_db * 2 % 4 * 64, GmView23::Shape(t2_o_b0.GetValidRow()));  // ffn.pto:10:9
+            TSTORE(h_own_twinGm23, t2_o_b0);  // ffn.pto:10:9
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
                 TileT5OB1 t5_o_b1;  // ffn.pto:10:9
-                TASSIGN(t5_o_b1, 98304);  // ffn.pto:10:9
+                TASSIGN(t5_o_b1, 49152);  // ffn.pto:10:9
                 TileT6OB1 t6_o_b1;  // ffn.pto:10:9
                 TASSIGN(t6_o_b1, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm35(w1 + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b1, w1Gm35);  // ffn.pto:10:9
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm24(w1 + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64);  // ffn.pto:10:9
+                TLOAD(t5_o_b1, w1Gm24);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_o_b1, t5_o_b1);  // ffn.pto:10:9
                 TileT2OB1 t2_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_o_b1, 16384);  // ffn.pto:10:9
                 TileT3OB1 t3_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b1, 106496);  // ffn.pto:10:9
-                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView36 xGm36(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView36::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b1, xGm36);  // ffn.pto:10:9
+                TASSIGN(t3_o_b1, 57344);  // ffn.pto:10:9
+                using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
+                GmView25 xGm25(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView25::Shape(t3_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TLOAD(t3_o_b1, xGm25);  // ffn.pto:10:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT4OB1 t4_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_o_b1, 8192);  // ffn.pto:10:9
@@ -1696,114 +1422,21 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL(t2_o_b1, t4_o_b1, t6_o_b1);  // ffn.pto:10:9
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView37 h_own_twinGm37(h_own_twin + (_g1_f_db * 5 + 1 + _g1_f_dr) % 4 * 64, GmView37::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm37, t2_o_b1);  // ffn.pto:10:9
+                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
+                GmView26 h_own_twinGm26(h_own_twin + (_g1_f_db * 2 + 1 + _g1_f_dr) % 4 * 64, GmView26::Shape(t2_o_b1.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm26, t2_o_b1);  // ffn.pto:10:9
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-                TileT5OB2 t5_o_b2;  // ffn.pto:10:9
-                TASSIGN(t5_o_b2, 114688);  // ffn.pto:10:9
-                TileT6OB2 t6_o_b2;  // ffn.pto:10:9
-                TASSIGN(t6_o_b2, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm38(w1 + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b2, w1Gm38);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b2, t5_o_b2);  // ffn.pto:10:9
-                TileT2OB2 t2_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b2, 0);  // ffn.pto:10:9
-                TileT3OB2 t3_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b2, 122880);  // ffn.pto:10:9
-                using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView39 xGm39(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView39::Shape(t3_o_b2.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b2, xGm39);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB2 t4_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b2, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b2, t3_o_b2);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b2, t4_o_b2, t6_o_b2);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView40 h_own_twinGm40(h_own_twin + (_g1_f_db * 5 + 2 + _g1_f_dr2) % 4 * 64, GmView40::Shape(t2_o_b2.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm40, t2_o_b2);  // ffn.pto:10:9
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-                TileT5OB3 t5_o_b3;  // ffn.pto:10:9
-                TASSIGN(t5_o_b3, 131072);  // ffn.pto:10:9
-                TileT6OB3 t6_o_b3;  // ffn.pto:10:9
-                TASSIGN(t6_o_b3, 8192);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm41(w1 + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b3, w1Gm41);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b3, t5_o_b3);  // ffn.pto:10:9
-                TileT2OB3 t2_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b3, 16384);  // ffn.pto:10:9
-                TileT3OB3 t3_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b3, 139264);  // ffn.pto:10:9
-                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView42 xGm42(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView42::Shape(t3_o_b3.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b3, xGm42);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB3 t4_o_b3(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b3, 8192);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b3, t3_o_b3);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b3, t4_o_b3, t6_o_b3);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView43 h_own_twinGm43(h_own_twin + (_g1_f_db * 5 + 3 + _g1_f_dr3) % 4 * 64, GmView43::Shape(t2_o_b3.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm43, t2_o_b3);  // ffn.pto:10:9
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
-                TileT5OB4 t5_o_b4;  // ffn.pto:10:9
-                TASSIGN(t5_o_b4, 147456);  // ffn.pto:10:9
-                TileT6OB4 t6_o_b4;  // ffn.pto:10:9
-                TASSIGN(t6_o_b4, 0);  // ffn.pto:10:9
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm44(w1 + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64);  // ffn.pto:10:9
-                TLOAD(t5_o_b4, w1Gm44);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o_b4, t5_o_b4);  // ffn.pto:10:9
-                TileT2OB4 t2_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t2_o_b4, 0);  // ffn.pto:10:9
-                TileT3OB4 t3_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t3_o_b4, 155648);  // ffn.pto:10:9
-                using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView45 xGm45(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView45::Shape(t3_o_b4.GetValidRow()));  // ffn.pto:10:9
-                TLOAD(t3_o_b4, xGm45);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4OB4 t4_o_b4(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
-                TASSIGN(t4_o_b4, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o_b4, t3_o_b4);  // ffn.pto:10:9
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o_b4, t4_o_b4, t6_o_b4);  // ffn.pto:10:9
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView46 h_own_twinGm46(h_own_twin + (_g1_f_db * 5 + 4 + _g1_f_dr4) % 4 * 64, GmView46::Shape(t2_o_b4.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_own_twinGm46, t2_o_b4);  // ffn.pto:10:9
-            }
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
         }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -1818,9 +1451,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
-                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView47 a_ownGm47(a_own, GmView47::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, a_ownGm47);  // ffn.pto:16:12
+                using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                GmView27 a_ownGm27(a_own, GmView27::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm27);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -1830,8 +1463,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT34O t34_o;  // ffn.pto:16:12
                 TASSIGN(t34_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm48(w2);  // ffn.pto:16:12
-                TLOAD(t34_o, w2Gm48);  // ffn.pto:16:12
+                GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 64, 1>> w2Gm28(w2);  // ffn.pto:16:12
+                TLOAD(t34_o, w2Gm28);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT35O t35_o;  // ffn.pto:16:12
                 TASSIGN(t35_o, 0);  // ffn.pto:16:12
@@ -1842,49 +1475,61 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMATMUL(t31_o, t33_o, t35_o);  // ffn.pto:16:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
-                    TASSIGN(t37_o_b0, 49152);  // ffn.pto:16:12
-                    using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView49 a_ownGm49(a_own + (1 + _k36_db * 3) * 64, GmView49::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o_b0, a_ownGm49);  // ffn.pto:16:12
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                    TileT37OB0 t37_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t37_o_b0, 32768);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                    GmView29 a_ownGm29(a_own + (1 + _k36_db * 2) * 64, GmView29::Shape(t37_o_b0.GetValidRow(), t37_o_b0.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o_b0, a_ownGm29);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TileT38OB0 t38_o_b0(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o_b0, 0);  // ffn.pto:16:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t38_o_b0, t37_o_b0);  // ffn.pto:16:12
-                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
-                    TASSIGN(t39_o_b0, 57344);  // ffn.pto:16:12
-                    using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                    GmView50 w2Gm50(w2 + (1 + _k36_db * 3) * 64 * 64, GmView50::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
-                    TLOAD(t39_o_b0, w2Gm50);  // ffn.pto:16:12
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    TileT39OB0 t39_o_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
+                    TASSIGN(t39_o_b0, 40960);  // ffn.pto:16:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                    GmView30 w2Gm30(w2 + (1 + _k36_db * 2) * 64 * 64, GmView30::Shape(t39_o_b0.GetValidRow()));  // ffn.pto:16:12
+                    TLOAD(t39_o_b0, w2Gm30);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 192) + 192, 64));  // ffn.pto:16:12
+                    TileT40OB0 t40_o_b0(min_i64(-(_k36_db * 128) + 192, 64));  // ffn.pto:16:12
                     TASSIGN(t40_o_b0, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_o_b0, t39_o_b0);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t31_o, t31_o, t38_o_b0, t40_o_b0);  // ffn.pto:16:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
-                        TASSIGN(t37_o_b1, 65536);  // ffn.pto:16:12
-                        using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                        GmView51 a_ownGm51(a_own + (_k36_db * 3 + _k36_dr + 2) * 64, GmView51::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
-                        TLOAD(t37_o_b1, a_ownGm51);  // ffn.pto:16:12
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
+                        TileT37OB1 t37_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t37_o_b1, 49152);  // ffn.pto:16:12
+                        using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
+                        GmView31 a_ownGm31(a_own + (_k36_db * 2 + _k36_dr + 2) * 64, GmView31::Shape(t37_o_b1.GetValidRow(), t37_o_b1.GetValidCol()));  // ffn.pto:16:12
+                        TLOAD(t37_o_b1, a_ownGm31);  // ffn.pto:16:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TileT38OB1 t38_o_b1(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                         TASSIGN(t38_o_b1, 8192);  // ffn.pto:16:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t38_o_b1, t37_o_b1);  // ffn.pto:16:12
-                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
-                        TASSIGN(t39_o_b1, 73728);  // ffn.pto:16:12
-                        using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                        GmView52 w2Gm52(w2 + (_k36_db * 3 + _k36_dr + 2) * 64 * 64, GmView52::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
-                        TLOAD(t39_o_b1, w2Gm52);  // ffn.pto:16:12
+                        TileT39OB1 t39_o_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TASSIGN(t39_o_b1, 57344);  // ffn.pto:16:12
+                        using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                        GmView32 w2Gm32(w2 + (_k36_db * 2 + _k36_dr + 2) * 64 * 64, GmView32::Shape(t39_o_b1.GetValidRow()));  // ffn.pto:16:12
+                        TLOAD(t39_o_b1, w2Gm32);  // ffn.pto:16:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 192) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
+                        TileT40OB1 t40_o_b1(min_i64(-(_k36_db * 128) - _k36_dr * 64 + 128, 64));  // ffn.pto:16:12
                         TASSIGN(t40_o_b1, 8192);  // ffn.pto:16:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t40_o_b1, t39_o_b1);  // ffn.pto:16:12
@@ -1892,38 +1537,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t31_o, t31_o, t38_o_b1, t40_o_b1);  // ffn.pto:16:12
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
-                        TileT37OB2 t37_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t37_o_b2, 81920);  // ffn.pto:16:12
-                        using GmView53 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                        GmView53 a_ownGm53(a_own + (_k36_db * 3 + _k36_dr2 + 3) * 64, GmView53::Shape(t37_o_b2.GetValidRow(), t37_o_b2.GetValidCol()));  // ffn.pto:16:12
-                        TLOAD(t37_o_b2, a_ownGm53);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT38OB2 t38_o_b2(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t38_o_b2, 0);  // ffn.pto:16:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t38_o_b2, t37_o_b2);  // ffn.pto:16:12
-                        TileT39OB2 t39_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t39_o_b2, 90112);  // ffn.pto:16:12
-                        using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                        GmView54 w2Gm54(w2 + (_k36_db * 3 + _k36_dr2 + 3) * 64 * 64, GmView54::Shape(t39_o_b2.GetValidRow()));  // ffn.pto:16:12
-                        TLOAD(t39_o_b2, w2Gm54);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT40OB2 t40_o_b2(min_i64(-(_k36_db * 192) - _k36_dr2 * 64 + 64, 64));  // ffn.pto:16:12
-                        TASSIGN(t40_o_b2, 0);  // ffn.pto:16:12
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t40_o_b2, t39_o_b2);  // ffn.pto:16:12
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t31_o, t31_o, t38_o_b2, t40_o_b2);  // ffn.pto:16:12
-                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView55 yGm55(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView55::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
-                TSTORE(yGm55, t31_o);  // ffn.pto:16:12
+                using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
+                GmView33 yGm33(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView33::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                TSTORE(yGm33, t31_o);  // ffn.pto:16:12
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
@@ -1968,21 +1594,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
         pipe_barrier(PIPE_V);
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
             }
         }
         for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk1) {  // ffn.pto:10:9
-            for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                }
-                for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+            for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
                 }
             }
         }
@@ -2032,9 +1650,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView24 h_ownGm24(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView24::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv0, h_ownGm24);  // ffn.pto:13:16
+                        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView13 h_ownGm13(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv0, h_ownGm13);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2070,18 +1688,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView25 a_ownGm25(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView25::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_ownGm25, t9_e_aiv0);  // ffn.pto:13:16
+                        using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView14 a_ownGm14(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView14::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm14, t9_e_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
-                            using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView26 h_ownGm26(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView26::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_e_aiv1, h_ownGm26);  // ffn.pto:13:16
+                            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView15 h_ownGm15(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_e_aiv1, h_ownGm15);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2115,9 +1733,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView27 a_ownGm27(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView27::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(a_ownGm27, t9_e_aiv1);  // ffn.pto:13:16
+                            using GmView16 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView16 a_ownGm16(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView16::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_ownGm16, t9_e_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -2194,9 +1812,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView28 h_ownGm28(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView28::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv0, h_ownGm28);  // ffn.pto:15:16
+                        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView17 h_ownGm17(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView17::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv0, h_ownGm17);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2252,18 +1870,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView29 a_ownGm29(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView29::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_ownGm29, t18_e_aiv0);  // ffn.pto:15:16
+                        using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView18 a_ownGm18(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView18::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm18, t18_e_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
-                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView30 h_ownGm30(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView30::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_e_aiv1, h_ownGm30);  // ffn.pto:15:16
+                            using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView19 h_ownGm19(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView19::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_e_aiv1, h_ownGm19);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2317,9 +1935,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView31 a_ownGm31(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView31::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(a_ownGm31, t18_e_aiv1);  // ffn.pto:15:16
+                            using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView20 a_ownGm20(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView20::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_ownGm20, t18_e_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2335,22 +1953,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 4) / 5; ++_g1_f_db) {  // ffn.pto:10:9
-            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr2 = 0; _g1_f_dr2 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 2), 1); ++_g1_f_dr2) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr3 = 0; _g1_f_dr3 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 3), 1); ++_g1_f_dr3) {  // ffn.pto:10:9
-            }
-            for (int64_t _g1_f_dr4 = 0; _g1_f_dr4 < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 5 + 4), 1); ++_g1_f_dr4) {  // ffn.pto:10:9
+        for (int64_t _g1_f_db = 0; _g1_f_db < (min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 + 1) / 2; ++_g1_f_db) {  // ffn.pto:10:9
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1) * 4 - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // ffn.pto:10:9
             }
         }
         for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
-                for (int64_t _k36_db = 0; _k36_db < 1; ++_k36_db) {  // ffn.pto:16:12
-                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 3) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
-                    }
-                    for (int64_t _k36_dr2 = 0; _k36_dr2 < min_i64(-(_k36_db * 3) + 1, 1); ++_k36_dr2) {  // ffn.pto:16:12
+                for (int64_t _k36_db = 0; _k36_db < 2; ++_k36_db) {  // ffn.pto:16:12
+                    for (int64_t _k36_dr = 0; _k36_dr < min_i64(-(_k36_db * 2) + 2, 1); ++_k36_dr) {  // ffn.pto:16:12
                     }
                 }
             }
@@ -2402,9 +2012,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView56 h_own_twinGm56(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView56::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv0, h_own_twinGm56);  // ffn.pto:13:16
+                        using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView34 h_own_twinGm34(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView34::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv0, h_own_twinGm34);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2440,18 +2050,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView57 a_own_twinGm57(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView57::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_own_twinGm57, t9_o_aiv0);  // ffn.pto:13:16
+                        using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                        GmView35 a_own_twinGm35(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView35::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm35, t9_o_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView58 h_own_twinGm58(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView58::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_o_aiv1, h_own_twinGm58);  // ffn.pto:13:16
+                            using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView36 h_own_twinGm36(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView36::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_o_aiv1, h_own_twinGm36);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2485,9 +2095,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView59 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView59 a_own_twinGm59(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView59::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(a_own_twinGm59, t9_o_aiv1);  // ffn.pto:13:16
+                            using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
+                            GmView37 a_own_twinGm37(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView37::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_own_twinGm37, t9_o_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2564,9 +2174,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView60 h_own_twinGm60(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView60::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv0, h_own_twinGm60);  // ffn.pto:15:16
+                        using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView38 h_own_twinGm38(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView38::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv0, h_own_twinGm38);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2622,18 +2232,18 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
-                        using GmView61 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView61 a_own_twinGm61(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView61::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_own_twinGm61, t18_o_aiv0);  // ffn.pto:15:16
+                        using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                        GmView39 a_own_twinGm39(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView39::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm39, t18_o_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
-                            using GmView62 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView62 h_own_twinGm62(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView62::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_o_aiv1, h_own_twinGm62);  // ffn.pto:15:16
+                            using GmView40 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView40 h_own_twinGm40(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView40::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_o_aiv1, h_own_twinGm40);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -2687,9 +2297,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
-                            using GmView63 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView63 a_own_twinGm63(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView63::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(a_own_twinGm63, t18_o_aiv1);  // ffn.pto:15:16
+                            using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
+                            GmView41 a_own_twinGm41(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView41::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_own_twinGm41, t18_o_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

@@ -44,10 +44,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT9B1 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT10B1 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11B1 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT8B2 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9B2 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT10B2 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11B2 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -110,19 +106,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT79 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT75 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT77 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT81 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT82 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT83 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT84 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT81B0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT82B0 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT83B0 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84B0 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT81B1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT82B1 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT83B1 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84B1 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT92 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
-    using TileT94 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT95 = TileRight<half, 128, 64, 128, DYNAMIC>;
-    using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT93 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT94B0 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT95B0 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT91B0 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT93B0 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT94B1 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT95B1 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT91B1 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT93B1 = TileLeft<half, 64, 128, DYNAMIC, 128>;
     using TileT97Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT97Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT104Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -148,19 +152,28 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT154 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT155 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT156 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT160 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT161 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT162 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT163 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT160B0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT161B0 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT162B0 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT163B0 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT160B1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT161B1 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT162B1 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT163B1 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT173 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT174 = TileRight<half, 128, 64, 128, DYNAMIC>;
-    using TileT170 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT171 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
-    using TileT172 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT173B0 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT174B0 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT170B0 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT171B0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT172B0 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT173B1 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT174B1 = TileRight<half, 128, 64, 128, DYNAMIC>;
+    using TileT170B1 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT171B1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT172B1 = TileLeft<half, 64, 128, DYNAMIC, 128>;
     using TileT176Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT176Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT178Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -299,33 +312,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
-                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // flash_attn.pto:22:13
+                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t8_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 3) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 2) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                         TLOAD(t8_b0, qGm2);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t9_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t9_b0, t8_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t10_b0, 16384);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 3) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 2) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                         TLOAD(t10_b0, kj_firstGm3);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t11_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11_b0, t10_b0);  // flash_attn.pto:22:13
@@ -333,26 +346,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
-                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
+                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
                             TASSIGN(t8_b1, 32768);  // flash_attn.pto:22:13
                             using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
+                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
                             TLOAD(t8_b1, qGm4);  // flash_attn.pto:22:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
                             TASSIGN(t9_b1, 16384);  // flash_attn.pto:22:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t9_b1, t8_b1);  // flash_attn.pto:22:13
-                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                             TASSIGN(t10_b1, 49152);  // flash_attn.pto:22:13
                             using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
+                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
                             TLOAD(t10_b1, kj_firstGm5);  // flash_attn.pto:22:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                             TASSIGN(t11_b1, 16384);  // flash_attn.pto:22:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b1, t10_b1);  // flash_attn.pto:22:13
@@ -360,38 +374,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // flash_attn.pto:22:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
-                            TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
-                            TASSIGN(t8_b2, 65536);  // flash_attn.pto:22:13
-                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                            GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:13
-                            TLOAD(t8_b2, qGm6);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
-                            TASSIGN(t9_b2, 0);  // flash_attn.pto:22:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t9_b2, t8_b2);  // flash_attn.pto:22:13
-                            TileT10B2 t10_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                            TASSIGN(t10_b2, 81920);  // flash_attn.pto:22:13
-                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                            GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:13
-                            TLOAD(t10_b2, kj_firstGm7);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B2 t11_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                            TASSIGN(t11_b2, 0);  // flash_attn.pto:22:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t11_b2, t10_b2);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // flash_attn.pto:22:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
@@ -400,9 +386,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView8 t0_first_ownGm8(t0_first_own + _g1 * 64, GmView8::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_first_ownGm8, t2);  // flash_attn.pto:22:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView6 t0_first_ownGm6(t0_first_own + _g1 * 64, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm6, t2);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -433,17 +419,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
                     TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
                     TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView9 t0_first_ownGm9(t0_first_own + _g13 * 128, GmView9::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t14_aiv0, t0_first_ownGm9);  // flash_attn.pto:22:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView7 t0_first_ownGm7(t0_first_own + _g13 * 128, GmView7::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t14_aiv0, t0_first_ownGm7);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView10 s_first_ownGm10(s_first_own + _g13 * 128, GmView10::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_first_ownGm10, t15_aiv0);  // flash_attn.pto:22:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 s_first_ownGm8(s_first_own + _g13 * 128, GmView8::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_first_ownGm8, t15_aiv0);  // flash_attn.pto:22:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // flash_attn.pto:24:20
                     TASSIGN(tmp0, 101376);  // flash_attn.pto:24:20
@@ -451,17 +437,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView11 t0_first_ownGm11(t0_first_own + 4096 + _g13 * 128, GmView11::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t14_aiv1, t0_first_ownGm11);  // flash_attn.pto:22:13
+                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView9 t0_first_ownGm9(t0_first_own + 4096 + _g13 * 128, GmView9::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv1, t0_first_ownGm9);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView12 s_first_ownGm12(s_first_own + 4096 + _g13 * 128, GmView12::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_first_ownGm12, t15_aiv1);  // flash_attn.pto:22:13
+                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView10 s_first_ownGm10(s_first_own + 4096 + _g13 * 128, GmView10::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm10, t15_aiv1);  // flash_attn.pto:22:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // flash_attn.pto:24:20
                         TASSIGN(tmp1, 101376);  // flash_attn.pto:24:20
@@ -481,18 +467,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                 TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                GmView13 mGm13(m + _qb0 * 64, GmView13::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-                TSTORE(mGm13, t17_aiv0);  // flash_attn.pto:24:20
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                GmView11 mGm11(m + _qb0 * 64, GmView11::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                TSTORE(mGm11, t17_aiv0);  // flash_attn.pto:24:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                    GmView14 mGm14(m + _qb0 * 64 + 32, GmView14::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-                    TSTORE(mGm14, t17_aiv1);  // flash_attn.pto:24:20
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView12 mGm12(m + _qb0 * 64 + 32, GmView12::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm12, t17_aiv1);  // flash_attn.pto:24:20
                     TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
@@ -513,9 +499,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
                     TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                     TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                    GmView15 s_first_ownGm15(s_first_own + _g22 * 128, GmView15::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-                    TLOAD(t23_aiv0, s_first_ownGm15);  // flash_attn.pto:25:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                    GmView13 s_first_ownGm13(s_first_own + _g22 * 128, GmView13::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                    TLOAD(t23_aiv0, s_first_ownGm13);  // flash_attn.pto:25:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
@@ -525,9 +511,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                    GmView16 p_first_ownGm16(p_first_own + _g22 * 128, GmView16::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-                    TSTORE(p_first_ownGm16, t30_aiv0);  // flash_attn.pto:25:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                    GmView14 p_first_ownGm14(p_first_own + _g22 * 128, GmView14::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                    TSTORE(p_first_ownGm14, t30_aiv0);  // flash_attn.pto:25:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // flash_attn.pto:26:20
                     TASSIGN(tmp3, 101376);  // flash_attn.pto:26:20
@@ -535,9 +521,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
-                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                        GmView17 s_first_ownGm17(s_first_own + 4096 + _g22 * 128, GmView17::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                        TLOAD(t23_aiv1, s_first_ownGm17);  // flash_attn.pto:25:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView15 s_first_ownGm15(s_first_own + 4096 + _g22 * 128, GmView15::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv1, s_first_ownGm15);  // flash_attn.pto:25:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
@@ -547,9 +533,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                        GmView18 p_first_ownGm18(p_first_own + 4096 + _g22 * 128, GmView18::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                        TSTORE(p_first_ownGm18, t30_aiv1);  // flash_attn.pto:25:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView16 p_first_ownGm16(p_first_own + 4096 + _g22 * 128, GmView16::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm16, t30_aiv1);  // flash_attn.pto:25:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // flash_attn.pto:26:20
                         TASSIGN(tmp5, 101376);  // flash_attn.pto:26:20
@@ -570,43 +556,43 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                GmView19 lGm19(l + _qb0 * 64, GmView19::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-                TSTORE(lGm19, t32_aiv0);  // flash_attn.pto:26:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                GmView17 lGm17(l + _qb0 * 64, GmView17::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                TSTORE(lGm17, t32_aiv0);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                GmView20 accGm20(acc + _qb0 * 64 * D, GmView20::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:27:13
-                TSTORE(accGm20, t37_aiv0);  // flash_attn.pto:27:13
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                GmView18 accGm18(acc + _qb0 * 64 * D, GmView18::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:27:13
+                TSTORE(accGm18, t37_aiv0);  // flash_attn.pto:27:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                GmView21 alphaGm21(alpha + _qb0 * 64, GmView21::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-                TSTORE(alphaGm21, t39_aiv0);  // flash_attn.pto:28:13
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                GmView19 alphaGm19(alpha + _qb0 * 64, GmView19::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                TSTORE(alphaGm19, t39_aiv0);  // flash_attn.pto:28:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                    GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-                    TSTORE(lGm22, t32_aiv1);  // flash_attn.pto:26:20
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView20 lGm20(l + _qb0 * 64 + 32, GmView20::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm20, t32_aiv1);  // flash_attn.pto:26:20
                     TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                    GmView23 accGm23(acc + (_qb0 * 64 + 32) * D, GmView23::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:27:13
-                    TSTORE(accGm23, t37_aiv1);  // flash_attn.pto:27:13
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView21 accGm21(acc + (_qb0 * 64 + 32) * D, GmView21::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm21, t37_aiv1);  // flash_attn.pto:27:13
                     TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                    GmView24 alphaGm24(alpha + _qb0 * 64 + 32, GmView24::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-                    TSTORE(alphaGm24, t39_aiv1);  // flash_attn.pto:28:13
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView22 alphaGm22(alpha + _qb0 * 64 + 32, GmView22::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm22, t39_aiv1);  // flash_attn.pto:28:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -626,29 +612,29 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
                     TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
                     TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView25 p_first_ownGm25(p_first_own + _g41 * 128, GmView25::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                    TLOAD(t42_aiv0, p_first_ownGm25);  // flash_attn.pto:29:21
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView23 p_first_ownGm23(p_first_own + _g41 * 128, GmView23::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TLOAD(t42_aiv0, p_first_ownGm23);  // flash_attn.pto:29:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                    GmView26 ptGm26(pt + _qb0 * 64 * 128 + _g41 * 128, GmView26::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                    TSTORE(ptGm26, t43_aiv0);  // flash_attn.pto:29:21
+                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView24 ptGm24(pt + _qb0 * 64 * 128 + _g41 * 128, GmView24::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                    TSTORE(ptGm24, t43_aiv0);  // flash_attn.pto:29:21
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView27 p_first_ownGm27(p_first_own + 4096 + _g41 * 128, GmView27::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                        TLOAD(t42_aiv1, p_first_ownGm27);  // flash_attn.pto:29:21
+                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView25 p_first_ownGm25(p_first_own + 4096 + _g41 * 128, GmView25::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv1, p_first_ownGm25);  // flash_attn.pto:29:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView28 ptGm28(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView28::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                        TSTORE(ptGm28, t43_aiv1);  // flash_attn.pto:29:21
+                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView26 ptGm26(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView26::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm26, t43_aiv1);  // flash_attn.pto:29:21
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -671,9 +657,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t50, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView29 vj_firstGm29(vj_first + _g45 * 64, GmView29::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t49, vj_firstGm29);  // flash_attn.pto:43:36
+                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView27 vj_firstGm27(vj_first + _g45 * 64, GmView27::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm27);  // flash_attn.pto:43:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -684,9 +670,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t47, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView30 ptGm30(pt + _qb0 * 64 * 128, GmView30::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t47, ptGm30);  // flash_attn.pto:43:36
+                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView28 ptGm28(pt + _qb0 * 64 * 128, GmView28::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm28);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t48, 0);  // flash_attn.pto:43:36
@@ -703,9 +689,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
                             TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                            using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                            GmView31 ptGm31(pt + _qb0 * 64 * 128 + _k51 * 128, GmView31::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-                            TLOAD(t52, ptGm31);  // flash_attn.pto:43:36
+                            using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView29 ptGm29(pt + _qb0 * 64 * 128 + _k51 * 128, GmView29::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm29);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t53, 0);  // flash_attn.pto:43:36
@@ -715,9 +701,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                             TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t54, 0);  // flash_attn.pto:43:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                            GmView32 vj_firstGm32(vj_first + _k51 * 128 * D + _g45 * 64, GmView32::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:36
-                            TLOAD(t54, vj_firstGm32);  // flash_attn.pto:43:36
+                            using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView30 vj_firstGm30(vj_first + _k51 * 128 * D + _g45 * 64, GmView30::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm30);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t55, 0);  // flash_attn.pto:43:36
@@ -731,9 +717,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView33 t15_first_ownGm33(t15_first_own + _g45 * 64, GmView33::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:36
-                        TSTORE(t15_first_ownGm33, t46);  // flash_attn.pto:43:36
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView31 t15_first_ownGm31(t15_first_own + _g45 * 64, GmView31::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm31, t46);  // flash_attn.pto:43:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -771,13 +757,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t72_aiv0, 83968);  // flash_attn.pto:44:20
                     TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
                     TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView34 accGm34(acc + _qb0 * 64 * D, GmView34::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t57_aiv0, accGm34);  // flash_attn.pto:43:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView32 accGm32(acc + _qb0 * 64 * D, GmView32::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t57_aiv0, accGm32);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                    GmView35 alphaGm35(alpha + _qb0 * 64, GmView35::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-                    TLOAD(t58_aiv0, alphaGm35);  // flash_attn.pto:43:22
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                    GmView33 alphaGm33(alpha + _qb0 * 64, GmView33::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                    TLOAD(t58_aiv0, alphaGm33);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp6(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:43:22
@@ -785,9 +771,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp6, t58_aiv0);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                     TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp6);  // flash_attn.pto:43:22
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView36 t15_first_ownGm36(t15_first_own, GmView36::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t63_aiv0, t15_first_ownGm36);  // flash_attn.pto:43:22
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView34 t15_first_ownGm34(t15_first_own, GmView34::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t63_aiv0, t15_first_ownGm34);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -795,13 +781,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView37 accGm37(acc + _qb0 * 64 * D, GmView37::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm37, t64_aiv0);  // flash_attn.pto:43:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView35 accGm35(acc + _qb0 * 64 * D, GmView35::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm35, t64_aiv0);  // flash_attn.pto:43:22
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                    GmView38 lGm38(l + _qb0 * 64, GmView38::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-                    TLOAD(t67_aiv0, lGm38);  // flash_attn.pto:44:25
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                    GmView36 lGm36(l + _qb0 * 64, GmView36::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                    TLOAD(t67_aiv0, lGm36);  // flash_attn.pto:44:25
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -814,18 +800,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView39 oGm39(o + _qb0 * 64 * D, GmView39::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm39, t72_aiv0);  // flash_attn.pto:44:20
+                    using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView37 oGm37(o + _qb0 * 64 * D, GmView37::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm37, t72_aiv0);  // flash_attn.pto:44:20
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView40 accGm40(acc + (_qb0 * 64 + 32) * D, GmView40::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t57_aiv1, accGm40);  // flash_attn.pto:43:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView38 accGm38(acc + (_qb0 * 64 + 32) * D, GmView38::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv1, accGm38);  // flash_attn.pto:43:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                        GmView41 alphaGm41(alpha + _qb0 * 64 + 32, GmView41::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-                        TLOAD(t58_aiv1, alphaGm41);  // flash_attn.pto:43:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView39 alphaGm39(alpha + _qb0 * 64 + 32, GmView39::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv1, alphaGm39);  // flash_attn.pto:43:22
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
@@ -833,9 +819,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                         TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView42 t15_first_ownGm42(t15_first_own + D * 32, GmView42::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t63_aiv1, t15_first_ownGm42);  // flash_attn.pto:43:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView40 t15_first_ownGm40(t15_first_own + D * 32, GmView40::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv1, t15_first_ownGm40);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -843,12 +829,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView43 accGm43(acc + (_qb0 * 64 + 32) * D, GmView43::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm43, t64_aiv1);  // flash_attn.pto:43:22
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                        GmView44 lGm44(l + _qb0 * 64 + 32, GmView44::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-                        TLOAD(t67_aiv1, lGm44);  // flash_attn.pto:44:25
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView41 accGm41(acc + (_qb0 * 64 + 32) * D, GmView41::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm41, t64_aiv1);  // flash_attn.pto:43:22
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView42 lGm42(l + _qb0 * 64 + 32, GmView42::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv1, lGm42);  // flash_attn.pto:44:25
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -861,9 +847,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView45 oGm45(o + (_qb0 * 64 + 32) * D, GmView45::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm45, t72_aiv1);  // flash_attn.pto:44:20
+                        using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView43 oGm43(o + (_qb0 * 64 + 32) * D, GmView43::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm43, t72_aiv1);  // flash_attn.pto:44:20
                     }
                 }
             }
@@ -879,9 +865,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
-            using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView46 qGm46(q + _qb0 * 64 * D, GmView46::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t76, qGm46);  // flash_attn.pto:22:13
+            using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView44 qGm44(q + _qb0 * 64 * D, GmView44::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm44);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:21
@@ -891,13 +877,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
-            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-            GmView47 mGm47(m + _qb0 * 64, GmView47::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-            TLOAD(held0_aiv0, mGm47);  // flash_attn.pto:34:21
+            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+            GmView45 mGm45(m + _qb0 * 64, GmView45::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+            TLOAD(held0_aiv0, mGm45);  // flash_attn.pto:34:21
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
-                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView48 mGm48(m + _qb0 * 64 + 32, GmView48::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(held0_aiv1, mGm48);  // flash_attn.pto:34:21
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView46 mGm46(m + _qb0 * 64 + 32, GmView46::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv1, mGm46);  // flash_attn.pto:34:21
             }
         }
         TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:37:20
@@ -905,13 +891,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
         TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
-            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView49 lGm49(l + _qb0 * 64, GmView49::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TLOAD(held1_aiv0, lGm49);  // flash_attn.pto:37:20
+            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView47 lGm47(l + _qb0 * 64, GmView47::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(held1_aiv0, lGm47);  // flash_attn.pto:37:20
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView50 lGm50(l + _qb0 * 64 + 32, GmView50::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(held1_aiv1, lGm50);  // flash_attn.pto:37:20
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView48 lGm48(l + _qb0 * 64 + 32, GmView48::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv1, lGm48);  // flash_attn.pto:37:20
             }
         }
         TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:40:22
@@ -919,13 +905,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
         TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
-            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView51 accGm51(acc + _qb0 * 64 * D, GmView51::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(held2_aiv0, accGm51);  // flash_attn.pto:40:22
+            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView49 accGm49(acc + _qb0 * 64 * D, GmView49::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(held2_aiv0, accGm49);  // flash_attn.pto:40:22
             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView52 accGm52(acc + (_qb0 * 64 + 32) * D, GmView52::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(held2_aiv1, accGm52);  // flash_attn.pto:40:22
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView50 accGm50(acc + (_qb0 * 64 + 32) * D, GmView50::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv1, accGm50);  // flash_attn.pto:40:22
             }
         }
         TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
@@ -933,13 +919,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
         TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
         for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
-            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-            GmView53 alphaGm53(alpha + _qb0 * 64, GmView53::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-            TLOAD(held3_aiv0, alphaGm53);  // flash_attn.pto:40:22
+            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView51 alphaGm51(alpha + _qb0 * 64, GmView51::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(held3_aiv0, alphaGm51);  // flash_attn.pto:40:22
             for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
-                using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView54 alphaGm54(alpha + _qb0 * 64 + 32, GmView54::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(held3_aiv1, alphaGm54);  // flash_attn.pto:40:22
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView52 alphaGm52(alpha + _qb0 * 64 + 32, GmView52::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv1, alphaGm52);  // flash_attn.pto:40:22
             }
         }
         pipe_barrier(PIPE_V);
@@ -974,9 +960,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t79, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView55 kjGm55(kj + _g74 * 64 * D, GmView55::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t78, kjGm55);  // flash_attn.pto:22:13
+                using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView53 kjGm53(kj + _g74 * 64 * D, GmView53::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm53);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -994,39 +980,74 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
-                    TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                for (int64_t _k80_db = 0; _k80_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k80_db) {  // flash_attn.pto:22:13
+                    TileT81B0 t81_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k80_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81_b0, 16384);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView56 qGm56(q + _qb0 * 64 * D + _k80 * 128, GmView56::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t81, qGm56);  // flash_attn.pto:22:13
+                    using GmView54 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView54 qGm54(q + _qb0 * 64 * D + (1 + _k80_db * 2) * 128, GmView54::Shape(t81_b0.GetValidRow(), t81_b0.GetValidCol()), GmView54::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81_b0, qGm54);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    TileT82B0 t82_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k80_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82_b0, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t82, t81);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
-                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView57 kjGm57(kj + _g74 * 64 * D + _k80 * 128, GmView57::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t83, kjGm57);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
-                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t84, t83);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMOV(t82_b0, t81_b0);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    TileT83B0 t83_b0(min_i64(D - (1 + _k80_db * 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83_b0, 32768);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView55 kjGm55(kj + _g74 * 64 * D + (1 + _k80_db * 2) * 128, GmView55::Shape(t83_b0.GetValidRow(), t83_b0.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83_b0, kjGm55);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84B0 t84_b0(min_i64(D - (1 + _k80_db * 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84_b0, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84_b0, t83_b0);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    TMATMUL_ACC(t75, t75, t82_b0, t84_b0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k80_dr = 0; _k80_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k80_db * 2 + 1), 1); ++_k80_dr) {  // flash_attn.pto:22:13
+                        TileT81B1 t81_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t81_b1, 49152);  // flash_attn.pto:22:13
+                        using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView56 qGm56(q + _qb0 * 64 * D + (_k80_db * 2 + _k80_dr + 2) * 128, GmView56::Shape(t81_b1.GetValidRow(), t81_b1.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t81_b1, qGm56);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT82B1 t82_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t82_b1, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t82_b1, t81_b1);  // flash_attn.pto:22:13
+                        TileT83B1 t83_b1(min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t83_b1, 65536);  // flash_attn.pto:22:13
+                        using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView57 kjGm57(kj + _g74 * 64 * D + (_k80_db * 2 + _k80_dr + 2) * 128, GmView57::Shape(t83_b1.GetValidRow(), t83_b1.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t83_b1, kjGm57);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT84B1 t84_b1(min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t84_b1, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t84_b1, t83_b1);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t75, t75, t82_b1, t84_b1);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -1083,40 +1104,77 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+            for (int64_t _g90_db = 0; _g90_db < ((D + 63) / 64 + 1) / 2; ++_g90_db) {  // flash_attn.pto:33:18
+                TileT94B0 t94_b0(min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94_b0, 32768);  // flash_attn.pto:33:18
+                TileT95B0 t95_b0(min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95_b0, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView62 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView62 vprevGm62(vprev + _g90 * 64, GmView62::Shape(t94.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm62);  // flash_attn.pto:33:18
+                GmView62 vprevGm62(vprev + _g90_db * 2 * 64, GmView62::Shape(t94_b0.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94_b0, vprevGm62);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:33:18
+                TMOV(t95_b0, t94_b0);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT91 t91(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t91, 0);  // flash_attn.pto:33:18
-                TileT93 t93(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t93, 0);  // flash_attn.pto:33:18
-                TMOV(t93, t92);  // flash_attn.pto:33:18
+                TileT91B0 t91_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91_b0, 0);  // flash_attn.pto:33:18
+                TileT93B0 t93_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93_b0, 0);  // flash_attn.pto:33:18
+                TMOV(t93_b0, t92);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
+                TMATMUL(t91_b0, t93_b0, t95_b0);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView63 pv_ownGm63(pv_own + _g90 * 64, GmView63::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_ownGm63, t91);  // flash_attn.pto:33:18
+                GmView63 pv_ownGm63(pv_own + _g90_db * 2 * 64, GmView63::Shape(t91_b0.GetValidRow(), t91_b0.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm63, t91_b0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                for (int64_t _g90_dr = 0; _g90_dr < min_i64((D + 63) / 64 - (_g90_db * 2 + 1), 1); ++_g90_dr) {  // flash_attn.pto:33:18
+                    TileT94B1 t94_b1(min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t94_b1, 49152);  // flash_attn.pto:33:18
+                    TileT95B1 t95_b1(min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t95_b1, 16384);  // flash_attn.pto:33:18
+                    using GmView64 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView64 vprevGm64(vprev + (_g90_db * 2 + 1 + _g90_dr) * 64, GmView64::Shape(t94_b1.GetValidCol()), GmView64::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t94_b1, vprevGm64);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t95_b1, t94_b1);  // flash_attn.pto:33:18
+                    TileT91B1 t91_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t91_b1, 16384);  // flash_attn.pto:33:18
+                    TileT93B1 t93_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t93_b1, 16384);  // flash_attn.pto:33:18
+                    TMOV(t93_b1, t92);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t91_b1, t93_b1, t95_b1);  // flash_attn.pto:33:18
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView65 pv_ownGm65(pv_own + (_g90_db * 2 + 1 + _g90_dr) * 64, GmView65::Shape(t91_b1.GetValidRow(), t91_b1.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_ownGm65, t91_b1);  // flash_attn.pto:33:18
+                }
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -1194,18 +1252,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-            GmView64 ptGm64(pt + _qb0 * 64 * 128, GmView64::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-            TSTORE(ptGm64, t140_aiv0);  // flash_attn.pto:39:21
+            using GmView66 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+            GmView66 ptGm66(pt + _qb0 * 64 * 128, GmView66::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            TSTORE(ptGm66, t140_aiv0);  // flash_attn.pto:39:21
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileTmp1 tmp13(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:40:22
             TASSIGN(tmp13, 101376);  // flash_attn.pto:40:22
             TROWEXPAND(tmp13, held3_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
             TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp13);  // flash_attn.pto:40:22
-            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView65 pv_ownGm65(pv_own, GmView65::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t148_aiv0, pv_ownGm65);  // flash_attn.pto:40:22
+            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView67 pv_ownGm67(pv_own, GmView67::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t148_aiv0, pv_ownGm67);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1245,17 +1303,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TCVT(t140_aiv1, t121_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView66 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                GmView66 ptGm66(pt + (_qb0 * 64 + 32) * 128, GmView66::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm66, t140_aiv1);  // flash_attn.pto:39:21
+                using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView68 ptGm68(pt + (_qb0 * 64 + 32) * 128, GmView68::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm68, t140_aiv1);  // flash_attn.pto:39:21
                 TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
                 TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
-                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView67 pv_ownGm67(pv_own + D * 32, GmView67::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t148_aiv1, pv_ownGm67);  // flash_attn.pto:40:22
+                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView69 pv_ownGm69(pv_own + D * 32, GmView69::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView69::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv1, pv_ownGm69);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1283,44 +1341,44 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
-            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-            GmView68 alphaGm68(alpha + _qb0 * 64, GmView68::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-            TSTORE(alphaGm68, held3_aiv0);  // flash_attn.pto:41:13
+            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView70 alphaGm70(alpha + _qb0 * 64, GmView70::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm70, held3_aiv0);  // flash_attn.pto:41:13
             for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
-                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView69 alphaGm69(alpha + _qb0 * 64 + 32, GmView69::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm69, held3_aiv1);  // flash_attn.pto:41:13
+                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView71 alphaGm71(alpha + _qb0 * 64 + 32, GmView71::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm71, held3_aiv1);  // flash_attn.pto:41:13
             }
         }
         for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
-            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView70 accGm70(acc + _qb0 * 64 * D, GmView70::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView70::Stride(D));  // flash_attn.pto:40:22
-            TSTORE(accGm70, held2_aiv0);  // flash_attn.pto:40:22
+            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView72 accGm72(acc + _qb0 * 64 * D, GmView72::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm72, held2_aiv0);  // flash_attn.pto:40:22
             for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
-                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView71 accGm71(acc + (_qb0 * 64 + 32) * D, GmView71::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView71::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm71, held2_aiv1);  // flash_attn.pto:40:22
+                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView73 accGm73(acc + (_qb0 * 64 + 32) * D, GmView73::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm73, held2_aiv1);  // flash_attn.pto:40:22
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
-            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView72 lGm72(l + _qb0 * 64, GmView72::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TSTORE(lGm72, held1_aiv0);  // flash_attn.pto:37:20
+            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView74 lGm74(l + _qb0 * 64, GmView74::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm74, held1_aiv0);  // flash_attn.pto:37:20
             for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
-                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView73 lGm73(l + _qb0 * 64 + 32, GmView73::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm73, held1_aiv1);  // flash_attn.pto:37:20
+                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView75 lGm75(l + _qb0 * 64 + 32, GmView75::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm75, held1_aiv1);  // flash_attn.pto:37:20
             }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
-            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-            GmView74 mGm74(m + _qb0 * 64, GmView74::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-            TSTORE(mGm74, held0_aiv0);  // flash_attn.pto:38:13
+            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView76 mGm76(m + _qb0 * 64, GmView76::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm76, held0_aiv0);  // flash_attn.pto:38:13
             for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
-                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView75 mGm75(m + _qb0 * 64 + 32, GmView75::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm75, held0_aiv1);  // flash_attn.pto:38:13
+                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView77 mGm77(m + _qb0 * 64 + 32, GmView77::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm77, held0_aiv1);  // flash_attn.pto:38:13
             }
         }
         pipe_barrier(PIPE_V);
@@ -1346,9 +1404,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t158, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView76 kj_lastGm76(kj_last + _g153 * 64 * D, GmView76::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView76::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t157, kj_lastGm76);  // flash_attn.pto:22:13
+                    using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView78 kj_lastGm78(kj_last + _g153 * 64 * D, GmView78::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm78);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1359,9 +1417,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t155, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView77 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView77 qGm77(q + _qb0 * 64 * D, GmView77::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView77::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t155, qGm77);  // flash_attn.pto:22:13
+                    using GmView79 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView79 qGm79(q + _qb0 * 64 * D, GmView79::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm79);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t156, 0);  // flash_attn.pto:22:13
@@ -1375,48 +1433,83 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
-                        TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t160, 0);  // flash_attn.pto:22:13
+                    for (int64_t _k159_db = 0; _k159_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k159_db) {  // flash_attn.pto:22:13
+                        TileT160B0 t160_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k159_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t160_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView78 qGm78(q + _qb0 * 64 * D + _k159 * 128, GmView78::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t160, qGm78);  // flash_attn.pto:22:13
+                        using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView80 qGm80(q + _qb0 * 64 * D + (1 + _k159_db * 2) * 128, GmView80::Shape(t160_b0.GetValidRow(), t160_b0.GetValidCol()), GmView80::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160_b0, qGm80);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t161, 0);  // flash_attn.pto:22:13
+                        TileT161B0 t161_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k159_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t161_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t161, t160);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView79 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView79 kj_lastGm79(kj_last + _g153 * 64 * D + _k159 * 128, GmView79::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t162, kj_lastGm79);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t163, t162);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t161_b0, t160_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT162B0 t162_b0(min_i64(D - (1 + _k159_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t162_b0, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView81 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView81 kj_lastGm81(kj_last + _g153 * 64 * D + (1 + _k159_db * 2) * 128, GmView81::Shape(t162_b0.GetValidRow(), t162_b0.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162_b0, kj_lastGm81);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT163B0 t163_b0(min_i64(D - (1 + _k159_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t163_b0, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t163_b0, t162_b0);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
+                        TMATMUL_ACC(t154, t154, t161_b0, t163_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k159_dr = 0; _k159_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k159_db * 2 + 1), 1); ++_k159_dr) {  // flash_attn.pto:22:13
+                            TileT160B1 t160_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t160_b1, 32768);  // flash_attn.pto:22:13
+                            using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView82 qGm82(q + _qb0 * 64 * D + (_k159_db * 2 + _k159_dr + 2) * 128, GmView82::Shape(t160_b1.GetValidRow(), t160_b1.GetValidCol()), GmView82::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t160_b1, qGm82);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT161B1 t161_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t161_b1, 16384);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t161_b1, t160_b1);  // flash_attn.pto:22:13
+                            TileT162B1 t162_b1(min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t162_b1, 49152);  // flash_attn.pto:22:13
+                            using GmView83 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView83 kj_lastGm83(kj_last + _g153 * 64 * D + (_k159_db * 2 + _k159_dr + 2) * 128, GmView83::Shape(t162_b1.GetValidRow(), t162_b1.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t162_b1, kj_lastGm83);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT163B1 t163_b1(min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t163_b1, 16384);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t163_b1, t162_b1);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t154, t154, t161_b1, t163_b1);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView80 t0_last_ownGm80(t0_last_own + _g153 * 64, GmView80::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_last_ownGm80, t154);  // flash_attn.pto:22:13
+                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView84 t0_last_ownGm84(t0_last_own + _g153 * 64, GmView84::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm84, t154);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1434,29 +1527,29 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
                     TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView81 t0_last_ownGm81(t0_last_own + _g165 * 128, GmView81::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t166_aiv0, t0_last_ownGm81);  // flash_attn.pto:22:13
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView85 t0_last_ownGm85(t0_last_own + _g165 * 128, GmView85::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t166_aiv0, t0_last_ownGm85);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView82 s_last_ownGm82(s_last_own + _g165 * 128, GmView82::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_last_ownGm82, t167_aiv0);  // flash_attn.pto:22:13
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView86 s_last_ownGm86(s_last_own + _g165 * 128, GmView86::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_last_ownGm86, t167_aiv0);  // flash_attn.pto:22:13
                     for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
-                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView83 t0_last_ownGm83(t0_last_own + 4096 + _g165 * 128, GmView83::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t166_aiv1, t0_last_ownGm83);  // flash_attn.pto:22:13
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView87 t0_last_ownGm87(t0_last_own + 4096 + _g165 * 128, GmView87::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv1, t0_last_ownGm87);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView84 s_last_ownGm84(s_last_own + 4096 + _g165 * 128, GmView84::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_last_ownGm84, t167_aiv1);  // flash_attn.pto:22:13
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView88 s_last_ownGm88(s_last_own + 4096 + _g165 * 128, GmView88::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm88, t167_aiv1);  // flash_attn.pto:22:13
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1468,55 +1561,101 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
-                    TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t173, 0);  // flash_attn.pto:33:18
-                    TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                for (int64_t _g169_db = 0; _g169_db < ((D + 63) / 64 + 1) / 2; ++_g169_db) {  // flash_attn.pto:33:18
+                    TileT173B0 t173_b0(min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t173_b0, 0);  // flash_attn.pto:33:18
+                    TileT174B0 t174_b0(min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t174_b0, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView85 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView85 vprev_lastGm85(vprev_last + _g169 * 64, GmView85::Shape(t173.GetValidCol()), GmView85::Stride(D));  // flash_attn.pto:33:18
-                    TLOAD(t173, vprev_lastGm85);  // flash_attn.pto:33:18
+                    using GmView89 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView89 vprev_lastGm89(vprev_last + _g169_db * 2 * 64, GmView89::Shape(t173_b0.GetValidCol()), GmView89::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173_b0, vprev_lastGm89);  // flash_attn.pto:33:18
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t174, t173);  // flash_attn.pto:33:18
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT170 t170(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t170, 0);  // flash_attn.pto:33:18
-                    TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView86 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-                    GmView86 ptGm86(pt + _qb0 * 64 * 128, GmView86::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                    TLOAD(t171, ptGm86);  // flash_attn.pto:33:18
+                    TMOV(t174_b0, t173_b0);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    TileT170B0 t170_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t170_b0, 0);  // flash_attn.pto:33:18
+                    TileT171B0 t171_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t171_b0, 16384);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView90 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView90 ptGm90(pt + _qb0 * 64 * 128, GmView90::Shape(t171_b0.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171_b0, ptGm90);  // flash_attn.pto:33:18
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t172, 0);  // flash_attn.pto:33:18
+                    TileT172B0 t172_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t172_b0, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t172, t171);  // flash_attn.pto:33:18
+                    TMOV(t172_b0, t171_b0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
+                    TMATMUL(t170_b0, t172_b0, t174_b0);  // flash_attn.pto:33:18
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView87 pv_last_ownGm87(pv_last_own + _g169 * 64, GmView87::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView87::Stride(D));  // flash_attn.pto:33:18
-                    TSTORE(pv_last_ownGm87, t170);  // flash_attn.pto:33:18
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView91 pv_last_ownGm91(pv_last_own + _g169_db * 2 * 64, GmView91::Shape(t170_b0.GetValidRow(), t170_b0.GetValidCol()), GmView91::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm91, t170_b0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    for (int64_t _g169_dr = 0; _g169_dr < min_i64((D + 63) / 64 - (_g169_db * 2 + 1), 1); ++_g169_dr) {  // flash_attn.pto:33:18
+                        TileT173B1 t173_b1(min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t173_b1, 32768);  // flash_attn.pto:33:18
+                        TileT174B1 t174_b1(min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t174_b1, 16384);  // flash_attn.pto:33:18
+                        using GmView92 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                        GmView92 vprev_lastGm92(vprev_last + (_g169_db * 2 + 1 + _g169_dr) * 64, GmView92::Shape(t173_b1.GetValidCol()), GmView92::Stride(D));  // flash_attn.pto:33:18
+                        TLOAD(t173_b1, vprev_lastGm92);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t174_b1, t173_b1);  // flash_attn.pto:33:18
+                        TileT170B1 t170_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t170_b1, 16384);  // flash_attn.pto:33:18
+                        TileT171B1 t171_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t171_b1, 49152);  // flash_attn.pto:33:18
+                        using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                        GmView93 ptGm93(pt + _qb0 * 64 * 128, GmView93::Shape(t171_b1.GetValidRow()));  // flash_attn.pto:33:18
+                        TLOAD(t171_b1, ptGm93);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT172B1 t172_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t172_b1, 16384);  // flash_attn.pto:33:18
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t172_b1, t171_b1);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t170_b1, t172_b1, t174_b1);  // flash_attn.pto:33:18
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                        GmView94 pv_last_ownGm94(pv_last_own + (_g169_db * 2 + 1 + _g169_dr) * 64, GmView94::Shape(t170_b1.GetValidRow(), t170_b1.GetValidCol()), GmView94::Stride(D));  // flash_attn.pto:33:18
+                        TSTORE(pv_last_ownGm94, t170_b1);  // flash_attn.pto:33:18
+                    }
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
                 TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
                 TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
@@ -1541,9 +1680,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
                     TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
                     TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
-                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                    GmView88 s_last_ownGm88(s_last_own + _k177 * 128, GmView88::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
-                    TLOAD(t178_aiv0, s_last_ownGm88);  // flash_attn.pto:34:32
+                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView95 s_last_ownGm95(s_last_own + _k177 * 128, GmView95::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                    TLOAD(t178_aiv0, s_last_ownGm95);  // flash_attn.pto:34:32
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp18;  // flash_attn.pto:34:32
@@ -1552,9 +1691,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
                     for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
-                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                        GmView89 s_last_ownGm89(s_last_own + 4096 + _k177 * 128, GmView89::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
-                        TLOAD(t178_aiv1, s_last_ownGm89);  // flash_attn.pto:34:32
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView96 s_last_ownGm96(s_last_own + 4096 + _k177 * 128, GmView96::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv1, s_last_ownGm96);  // flash_attn.pto:34:32
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp0 tmp19;  // flash_attn.pto:34:32
@@ -1594,9 +1733,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                 TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView90 mGm90(m + _qb0 * 64, GmView90::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(t181_aiv0, mGm90);  // flash_attn.pto:34:21
+                using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView97 mGm97(m + _qb0 * 64, GmView97::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv0, mGm97);  // flash_attn.pto:34:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1605,9 +1744,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
                 pipe_barrier(PIPE_V);
                 TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
-                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView91 lGm91(l + _qb0 * 64, GmView91::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(t202_aiv0, lGm91);  // flash_attn.pto:37:20
+                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv0, lGm98);  // flash_attn.pto:37:20
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1616,9 +1755,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
-                    using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView92 mGm92(m + _qb0 * 64 + 32, GmView92::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(t181_aiv1, mGm92);  // flash_attn.pto:34:21
+                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView99 mGm99(m + _qb0 * 64 + 32, GmView99::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv1, mGm99);  // flash_attn.pto:34:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
@@ -1626,9 +1765,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
                     pipe_barrier(PIPE_V);
                     TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
-                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView93 lGm93(l + _qb0 * 64 + 32, GmView93::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(t202_aiv1, lGm93);  // flash_attn.pto:37:20
+                    using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv1, lGm100);  // flash_attn.pto:37:20
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1651,9 +1790,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
                     TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                     TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
-                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                    GmView94 s_last_ownGm94(s_last_own + _g192 * 128, GmView94::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                    TLOAD(t193_aiv0, s_last_ownGm94);  // flash_attn.pto:36:21
+                    using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView101 s_last_ownGm101(s_last_own + _g192 * 128, GmView101::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv0, s_last_ownGm101);  // flash_attn.pto:36:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp20(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:36:17
@@ -1663,9 +1802,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp20);  // flash_attn.pto:36:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                    GmView95 p_1_last_ownGm95(p_1_last_own + _g192 * 128, GmView95::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                    TSTORE(p_1_last_ownGm95, t200_aiv0);  // flash_attn.pto:36:17
+                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView102 p_1_last_ownGm102(p_1_last_own + _g192 * 128, GmView102::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_last_ownGm102, t200_aiv0);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp21;  // flash_attn.pto:37:28
                     TASSIGN(tmp21, 101376);  // flash_attn.pto:37:28
@@ -1673,9 +1812,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
                     for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
-                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                        GmView96 s_last_ownGm96(s_last_own + 4096 + _g192 * 128, GmView96::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                        TLOAD(t193_aiv1, s_last_ownGm96);  // flash_attn.pto:36:21
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView103 s_last_ownGm103(s_last_own + 4096 + _g192 * 128, GmView103::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv1, s_last_ownGm103);  // flash_attn.pto:36:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp22(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
@@ -1685,9 +1824,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp22);  // flash_attn.pto:36:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                        GmView97 p_1_last_ownGm97(p_1_last_own + 4096 + _g192 * 128, GmView97::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                        TSTORE(p_1_last_ownGm97, t200_aiv1);  // flash_attn.pto:36:17
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g192 * 128, GmView104::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm104, t200_aiv1);  // flash_attn.pto:36:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp23;  // flash_attn.pto:37:28
                         TASSIGN(tmp23, 101376);  // flash_attn.pto:37:28
@@ -1709,23 +1848,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm98, t213_aiv0);  // flash_attn.pto:37:20
-                using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView99 mGm99(m + _qb0 * 64, GmView99::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm99, t183_aiv0);  // flash_attn.pto:38:13
+                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView105 lGm105(l + _qb0 * 64, GmView105::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm105, t213_aiv0);  // flash_attn.pto:37:20
+                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView106 mGm106(m + _qb0 * 64, GmView106::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm106, t183_aiv0);  // flash_attn.pto:38:13
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
                     TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm100, t213_aiv1);  // flash_attn.pto:37:20
-                    using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView101 mGm101(m + _qb0 * 64 + 32, GmView101::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm101, t183_aiv1);  // flash_attn.pto:38:13
+                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView107 lGm107(l + _qb0 * 64 + 32, GmView107::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm107, t213_aiv1);  // flash_attn.pto:37:20
+                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView108 mGm108(m + _qb0 * 64 + 32, GmView108::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm108, t183_aiv1);  // flash_attn.pto:38:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1743,29 +1882,29 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TASSIGN(t219_aiv0, 21504);  // flash_attn.pto:39:21
                     TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
                     TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
-                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView102 p_1_last_ownGm102(p_1_last_own + _g217 * 128, GmView102::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TLOAD(t218_aiv0, p_1_last_ownGm102);  // flash_attn.pto:39:21
+                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView109 p_1_last_ownGm109(p_1_last_own + _g217 * 128, GmView109::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv0, p_1_last_ownGm109);  // flash_attn.pto:39:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TCVT(t219_aiv0, t218_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView103 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView103 ptGm103(pt + _qb0 * 64 * 128 + _g217 * 128, GmView103::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm103, t219_aiv0);  // flash_attn.pto:39:21
+                    using GmView110 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView110 ptGm110(pt + _qb0 * 64 * 128 + _g217 * 128, GmView110::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm110, t219_aiv0);  // flash_attn.pto:39:21
                     for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
-                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g217 * 128, GmView104::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TLOAD(t218_aiv1, p_1_last_ownGm104);  // flash_attn.pto:39:21
+                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView111 p_1_last_ownGm111(p_1_last_own + 4096 + _g217 * 128, GmView111::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv1, p_1_last_ownGm111);  // flash_attn.pto:39:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TCVT(t219_aiv1, t218_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView105 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView105 ptGm105(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView105::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TSTORE(ptGm105, t219_aiv1);  // flash_attn.pto:39:21
+                        using GmView112 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView112 ptGm112(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView112::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm112, t219_aiv1);  // flash_attn.pto:39:21
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1791,13 +1930,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
                 TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView106 accGm106(acc + _qb0 * 64 * D, GmView106::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView106::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t221_aiv0, accGm106);  // flash_attn.pto:40:22
+                using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView113 accGm113(acc + _qb0 * 64 * D, GmView113::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv0, accGm113);  // flash_attn.pto:40:22
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView107 alphaGm107(alpha + _qb0 * 64, GmView107::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(t222_aiv0, alphaGm107);  // flash_attn.pto:40:22
+                using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView114 alphaGm114(alpha + _qb0 * 64, GmView114::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv0, alphaGm114);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1808,9 +1947,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TROWEXPAND(tmp24, t222_aiv0);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp24);  // flash_attn.pto:40:22
-                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView108 pv_last_ownGm108(pv_last_own, GmView108::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView108::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t227_aiv0, pv_last_ownGm108);  // flash_attn.pto:40:22
+                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView115 pv_last_ownGm115(pv_last_own, GmView115::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv0, pv_last_ownGm115);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1819,24 +1958,24 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView109 accGm109(acc + _qb0 * 64 * D, GmView109::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm109, t228_aiv0);  // flash_attn.pto:40:22
+                using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView116 accGm116(acc + _qb0 * 64 * D, GmView116::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm116, t228_aiv0);  // flash_attn.pto:40:22
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView110 alphaGm110(alpha + _qb0 * 64, GmView110::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm110, t190_aiv0);  // flash_attn.pto:41:13
+                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView117 alphaGm117(alpha + _qb0 * 64, GmView117::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm117, t190_aiv0);  // flash_attn.pto:41:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
-                    using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView111 accGm111(acc + (_qb0 * 64 + 32) * D, GmView111::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView111::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t221_aiv1, accGm111);  // flash_attn.pto:40:22
+                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView118 accGm118(acc + (_qb0 * 64 + 32) * D, GmView118::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv1, accGm118);  // flash_attn.pto:40:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView112 alphaGm112(alpha + _qb0 * 64 + 32, GmView112::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(t222_aiv1, alphaGm112);  // flash_attn.pto:40:22
+                    using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView119 alphaGm119(alpha + _qb0 * 64 + 32, GmView119::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv1, alphaGm119);  // flash_attn.pto:40:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1845,9 +1984,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
-                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView113 pv_last_ownGm113(pv_last_own + D * 32, GmView113::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t227_aiv1, pv_last_ownGm113);  // flash_attn.pto:40:22
+                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView120 pv_last_ownGm120(pv_last_own + D * 32, GmView120::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv1, pv_last_ownGm120);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1855,18 +1994,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView114 accGm114(acc + (_qb0 * 64 + 32) * D, GmView114::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView114::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm114, t228_aiv1);  // flash_attn.pto:40:22
+                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm121, t228_aiv1);  // flash_attn.pto:40:22
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView115 alphaGm115(alpha + _qb0 * 64 + 32, GmView115::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm115, t190_aiv1);  // flash_attn.pto:41:13
+                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView122 alphaGm122(alpha + _qb0 * 64 + 32, GmView122::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm122, t190_aiv1);  // flash_attn.pto:41:13
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1876,9 +2015,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t234, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView116 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                    GmView116 ptGm116(pt + _qb0 * 64 * 128, GmView116::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t234, ptGm116);  // flash_attn.pto:43:36
+                    using GmView123 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView123 ptGm123(pt + _qb0 * 64 * 128, GmView123::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm123);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t235, 0);  // flash_attn.pto:43:36
@@ -1889,9 +2028,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t236, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView117 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView117 vj_lastGm117(vj_last + _g232 * 64, GmView117::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t236, vj_lastGm117);  // flash_attn.pto:43:36
+                    using GmView124 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView124 vj_lastGm124(vj_last + _g232 * 64, GmView124::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm124);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t237, 0);  // flash_attn.pto:43:36
@@ -1908,9 +2047,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
                         TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                        using GmView118 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView118 ptGm118(pt + _qb0 * 64 * 128 + _k238 * 128, GmView118::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t239, ptGm118);  // flash_attn.pto:43:36
+                        using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView125 ptGm125(pt + _qb0 * 64 * 128 + _k238 * 128, GmView125::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm125);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t240, 0);  // flash_attn.pto:43:36
@@ -1920,9 +2059,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t241, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView119 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView119 vj_lastGm119(vj_last + _k238 * 128 * D + _g232 * 64, GmView119::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t241, vj_lastGm119);  // flash_attn.pto:43:36
+                        using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView126 vj_lastGm126(vj_last + _k238 * 128 * D + _g232 * 64, GmView126::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm126);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t242, 0);  // flash_attn.pto:43:36
@@ -1936,9 +2075,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView120 t15_last_ownGm120(t15_last_own + _g232 * 64, GmView120::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:36
-                    TSTORE(t15_last_ownGm120, t233);  // flash_attn.pto:43:36
+                    using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView127 t15_last_ownGm127(t15_last_own + _g232 * 64, GmView127::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView127::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm127, t233);  // flash_attn.pto:43:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1971,18 +2110,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                 TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp26);  // flash_attn.pto:43:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView121 t15_last_ownGm121(t15_last_own, GmView121::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t250_aiv0, t15_last_ownGm121);  // flash_attn.pto:43:22
+                using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView128 t15_last_ownGm128(t15_last_own, GmView128::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView128::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv0, t15_last_ownGm128);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView122 accGm122(acc + _qb0 * 64 * D, GmView122::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm122, t251_aiv0);  // flash_attn.pto:43:22
+                using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView129 accGm129(acc + _qb0 * 64 * D, GmView129::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView129::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm129, t251_aiv0);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp27(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:44:25
                 TASSIGN(tmp27, 101376);  // flash_attn.pto:44:25
@@ -1993,9 +2132,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TCVT(t259_aiv0, t256_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView123 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView123 oGm123(o + _qb0 * 64 * D, GmView123::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView123::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm123, t259_aiv0);  // flash_attn.pto:44:20
+                using GmView130 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView130 oGm130(o + _qb0 * 64 * D, GmView130::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView130::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm130, t259_aiv0);  // flash_attn.pto:44:20
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv25) {  // flash_attn.pto:43:22
@@ -2004,18 +2143,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                     TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
-                    using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView124 t15_last_ownGm124(t15_last_own + D * 32, GmView124::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t250_aiv1, t15_last_ownGm124);  // flash_attn.pto:43:22
+                    using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView131 t15_last_ownGm131(t15_last_own + D * 32, GmView131::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView131::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv1, t15_last_ownGm131);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView125 accGm125(acc + (_qb0 * 64 + 32) * D, GmView125::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView125::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm125, t251_aiv1);  // flash_attn.pto:43:22
+                    using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView132 accGm132(acc + (_qb0 * 64 + 32) * D, GmView132::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView132::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm132, t251_aiv1);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);
                     TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
                     TASSIGN(tmp29, 101376);  // flash_attn.pto:44:25
@@ -2026,9 +2165,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TCVT(t259_aiv1, t256_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView126 oGm126(o + (_qb0 * 64 + 32) * D, GmView126::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm126, t259_aiv1);  // flash_attn.pto:44:20
+                    using GmView133 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView133 oGm133(o + (_qb0 * 64 + 32) * D, GmView133::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView133::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm133, t259_aiv1);  // flash_attn.pto:44:20
                 }
             }
         }
@@ -2120,33 +2259,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
-                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // flash_attn.pto:22:13
+                        TileT8B0 t8_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t8_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 3) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                        GmView2 qGm2(q + _qb0 * 64 * D + (1 + _k7_db * 2) * 128, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                         TLOAD(t8_b0, qGm2);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 3) * 128, 128));  // flash_attn.pto:22:13
+                        TileT9B0 t9_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k7_db * 2) * 128, 128));  // flash_attn.pto:22:13
                         TASSIGN(t9_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t9_b0, t8_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TileT10B0 t10_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t10_b0, 16384);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 3) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                        GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + (1 + _k7_db * 2) * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                         TLOAD(t10_b0, kj_firstGm3);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                        TileT11B0 t11_b0(min_i64(D - (1 + _k7_db * 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                         TASSIGN(t11_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11_b0, t10_b0);  // flash_attn.pto:22:13
@@ -2154,26 +2293,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t2, t2, t9_b0, t11_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
-                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
+                            TileT8B1 t8_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
                             TASSIGN(t8_b1, 32768);  // flash_attn.pto:22:13
                             using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
+                            GmView4 qGm4(q + _qb0 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:13
                             TLOAD(t8_b1, qGm4);  // flash_attn.pto:22:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TileT9B1 t9_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128));  // flash_attn.pto:22:13
                             TASSIGN(t9_b1, 16384);  // flash_attn.pto:22:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t9_b1, t8_b1);  // flash_attn.pto:22:13
-                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TileT10B1 t10_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                             TASSIGN(t10_b1, 49152);  // flash_attn.pto:22:13
                             using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
+                            GmView5 kj_firstGm5(kj_first + _g1 * 64 * D + (_k7_db * 2 + _k7_dr + 2) * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:13
                             TLOAD(t10_b1, kj_firstGm5);  // flash_attn.pto:22:13
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 3 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                            TileT11B1 t11_b1(min_i64(D - (_k7_db * 2 + _k7_dr + 2) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                             TASSIGN(t11_b1, 16384);  // flash_attn.pto:22:13
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b1, t10_b1);  // flash_attn.pto:22:13
@@ -2181,38 +2321,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             TMATMUL_ACC(t2, t2, t9_b1, t11_b1);  // flash_attn.pto:22:13
                         }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
-                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
-                            TileT8B2 t8_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
-                            TASSIGN(t8_b2, 65536);  // flash_attn.pto:22:13
-                            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                            GmView6 qGm6(q + _qb0 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView6::Shape(t8_b2.GetValidRow(), t8_b2.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:13
-                            TLOAD(t8_b2, qGm6);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT9B2 t9_b2(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128));  // flash_attn.pto:22:13
-                            TASSIGN(t9_b2, 0);  // flash_attn.pto:22:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t9_b2, t8_b2);  // flash_attn.pto:22:13
-                            TileT10B2 t10_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                            TASSIGN(t10_b2, 81920);  // flash_attn.pto:22:13
-                            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                            GmView7 kj_firstGm7(kj_first + _g1 * 64 * D + (_k7_db * 3 + _k7_dr2 + 3) * 128, GmView7::Shape(t10_b2.GetValidRow(), t10_b2.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:13
-                            TLOAD(t10_b2, kj_firstGm7);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B2 t11_b2(min_i64(D - (_k7_db * 3 + _k7_dr2 + 3) * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
-                            TASSIGN(t11_b2, 0);  // flash_attn.pto:22:13
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t11_b2, t10_b2);  // flash_attn.pto:22:13
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t2, t2, t9_b2, t11_b2);  // flash_attn.pto:22:13
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
@@ -2221,9 +2333,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView8 t0_first_ownGm8(t0_first_own + _g1 * 64, GmView8::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_first_ownGm8, t2);  // flash_attn.pto:22:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView6 t0_first_ownGm6(t0_first_own + _g1 * 64, GmView6::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_first_ownGm6, t2);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2265,9 +2377,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t50, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView29 vj_firstGm29(vj_first + _g45 * 64, GmView29::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t49, vj_firstGm29);  // flash_attn.pto:43:36
+                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView27 vj_firstGm27(vj_first + _g45 * 64, GmView27::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t49, vj_firstGm27);  // flash_attn.pto:43:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2278,9 +2390,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT47 t47(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t47, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView30 ptGm30(pt + _qb0 * 64 * 128, GmView30::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t47, ptGm30);  // flash_attn.pto:43:36
+                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView28 ptGm28(pt + _qb0 * 64 * 128, GmView28::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t47, ptGm28);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
                         TASSIGN(t48, 0);  // flash_attn.pto:43:36
@@ -2297,9 +2409,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
                             TileT52 t52(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                            using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                            GmView31 ptGm31(pt + _qb0 * 64 * 128 + _k51 * 128, GmView31::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-                            TLOAD(t52, ptGm31);  // flash_attn.pto:43:36
+                            using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                            GmView29 ptGm29(pt + _qb0 * 64 * 128 + _k51 * 128, GmView29::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                            TLOAD(t52, ptGm29);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT53 t53(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                             TASSIGN(t53, 0);  // flash_attn.pto:43:36
@@ -2309,9 +2421,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                             TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t54, 0);  // flash_attn.pto:43:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                            GmView32 vj_firstGm32(vj_first + _k51 * 128 * D + _g45 * 64, GmView32::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:36
-                            TLOAD(t54, vj_firstGm32);  // flash_attn.pto:43:36
+                            using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                            GmView30 vj_firstGm30(vj_first + _k51 * 128 * D + _g45 * 64, GmView30::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:36
+                            TLOAD(t54, vj_firstGm30);  // flash_attn.pto:43:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                             TASSIGN(t55, 0);  // flash_attn.pto:43:36
@@ -2325,9 +2437,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView33 t15_first_ownGm33(t15_first_own + _g45 * 64, GmView33::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:43:36
-                        TSTORE(t15_first_ownGm33, t46);  // flash_attn.pto:43:36
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView31 t15_first_ownGm31(t15_first_own + _g45 * 64, GmView31::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:43:36
+                        TSTORE(t15_first_ownGm31, t46);  // flash_attn.pto:43:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2347,9 +2459,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _br2 = 0; _br2 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br2) {  // flash_attn.pto:19:5
-            using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView46 qGm46(q + _qb0 * 64 * D, GmView46::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t76, qGm46);  // flash_attn.pto:22:13
+            using GmView44 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView44 qGm44(q + _qb0 * 64 * D, GmView44::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm44);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
@@ -2391,9 +2503,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t79, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView55 kjGm55(kj + _g74 * 64 * D, GmView55::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t78, kjGm55);  // flash_attn.pto:22:13
+                using GmView53 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView53 kjGm53(kj + _g74 * 64 * D, GmView53::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView53::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm53);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2411,39 +2523,74 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
-                    TileT81 t81(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                for (int64_t _k80_db = 0; _k80_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k80_db) {  // flash_attn.pto:22:13
+                    TileT81B0 t81_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k80_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81_b0, 16384);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView56 qGm56(q + _qb0 * 64 * D + _k80 * 128, GmView56::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t81, qGm56);  // flash_attn.pto:22:13
+                    using GmView54 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView54 qGm54(q + _qb0 * 64 * D + (1 + _k80_db * 2) * 128, GmView54::Shape(t81_b0.GetValidRow(), t81_b0.GetValidCol()), GmView54::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81_b0, qGm54);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT82 t82(min_i64(S - _qb0 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    TileT82B0 t82_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k80_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82_b0, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t82, t81);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
-                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView57 kjGm57(kj + _g74 * 64 * D + _k80 * 128, GmView57::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t83, kjGm57);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
-                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t84, t83);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMOV(t82_b0, t81_b0);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    TileT83B0 t83_b0(min_i64(D - (1 + _k80_db * 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83_b0, 32768);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                    using GmView55 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView55 kjGm55(kj + _g74 * 64 * D + (1 + _k80_db * 2) * 128, GmView55::Shape(t83_b0.GetValidRow(), t83_b0.GetValidCol()), GmView55::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83_b0, kjGm55);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84B0 t84_b0(min_i64(D - (1 + _k80_db * 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84_b0, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84_b0, t83_b0);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    TMATMUL_ACC(t75, t75, t82_b0, t84_b0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
+                    for (int64_t _k80_dr = 0; _k80_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k80_db * 2 + 1), 1); ++_k80_dr) {  // flash_attn.pto:22:13
+                        TileT81B1 t81_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t81_b1, 49152);  // flash_attn.pto:22:13
+                        using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView56 qGm56(q + _qb0 * 64 * D + (_k80_db * 2 + _k80_dr + 2) * 128, GmView56::Shape(t81_b1.GetValidRow(), t81_b1.GetValidCol()), GmView56::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t81_b1, qGm56);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT82B1 t82_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t82_b1, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t82_b1, t81_b1);  // flash_attn.pto:22:13
+                        TileT83B1 t83_b1(min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t83_b1, 65536);  // flash_attn.pto:22:13
+                        using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView57 kjGm57(kj + _g74 * 64 * D + (_k80_db * 2 + _k80_dr + 2) * 128, GmView57::Shape(t83_b1.GetValidRow(), t83_b1.GetValidCol()), GmView57::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t83_b1, kjGm57);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT84B1 t84_b1(min_i64(D - (_k80_db * 2 + _k80_dr + 2) * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t84_b1, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t84_b1, t83_b1);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t75, t75, t82_b1, t84_b1);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID6);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID5);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -2478,40 +2625,77 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+            for (int64_t _g90_db = 0; _g90_db < ((D + 63) / 64 + 1) / 2; ++_g90_db) {  // flash_attn.pto:33:18
+                TileT94B0 t94_b0(min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94_b0, 32768);  // flash_attn.pto:33:18
+                TileT95B0 t95_b0(min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95_b0, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView62 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView62 vprevGm62(vprev + _g90 * 64, GmView62::Shape(t94.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm62);  // flash_attn.pto:33:18
+                GmView62 vprevGm62(vprev + _g90_db * 2 * 64, GmView62::Shape(t94_b0.GetValidCol()), GmView62::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94_b0, vprevGm62);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:33:18
+                TMOV(t95_b0, t94_b0);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT91 t91(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t91, 0);  // flash_attn.pto:33:18
-                TileT93 t93(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t93, 0);  // flash_attn.pto:33:18
-                TMOV(t93, t92);  // flash_attn.pto:33:18
+                TileT91B0 t91_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - _g90_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91_b0, 0);  // flash_attn.pto:33:18
+                TileT93B0 t93_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93_b0, 0);  // flash_attn.pto:33:18
+                TMOV(t93_b0, t92);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
+                TMATMUL(t91_b0, t93_b0, t95_b0);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView63 pv_ownGm63(pv_own + _g90 * 64, GmView63::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_ownGm63, t91);  // flash_attn.pto:33:18
+                GmView63 pv_ownGm63(pv_own + _g90_db * 2 * 64, GmView63::Shape(t91_b0.GetValidRow(), t91_b0.GetValidCol()), GmView63::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_ownGm63, t91_b0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                for (int64_t _g90_dr = 0; _g90_dr < min_i64((D + 63) / 64 - (_g90_db * 2 + 1), 1); ++_g90_dr) {  // flash_attn.pto:33:18
+                    TileT94B1 t94_b1(min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t94_b1, 49152);  // flash_attn.pto:33:18
+                    TileT95B1 t95_b1(min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t95_b1, 16384);  // flash_attn.pto:33:18
+                    using GmView64 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView64 vprevGm64(vprev + (_g90_db * 2 + 1 + _g90_dr) * 64, GmView64::Shape(t94_b1.GetValidCol()), GmView64::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t94_b1, vprevGm64);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t95_b1, t94_b1);  // flash_attn.pto:33:18
+                    TileT91B1 t91_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_g90_db * 2 + 1 + _g90_dr) * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t91_b1, 16384);  // flash_attn.pto:33:18
+                    TileT93B1 t93_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t93_b1, 16384);  // flash_attn.pto:33:18
+                    TMOV(t93_b1, t92);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t91_b1, t93_b1, t95_b1);  // flash_attn.pto:33:18
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView65 pv_ownGm65(pv_own + (_g90_db * 2 + 1 + _g90_dr) * 64, GmView65::Shape(t91_b1.GetValidRow(), t91_b1.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_ownGm65, t91_b1);  // flash_attn.pto:33:18
+                }
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID4);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -2566,9 +2750,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t158, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView76 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                    GmView76 kj_lastGm76(kj_last + _g153 * 64 * D, GmView76::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView76::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t157, kj_lastGm76);  // flash_attn.pto:22:13
+                    using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView78 kj_lastGm78(kj_last + _g153 * 64 * D, GmView78::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t157, kj_lastGm78);  // flash_attn.pto:22:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2579,9 +2763,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT155 t155(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t155, 0);  // flash_attn.pto:22:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView77 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                    GmView77 qGm77(q + _qb0 * 64 * D, GmView77::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView77::Stride(D));  // flash_attn.pto:22:13
-                    TLOAD(t155, qGm77);  // flash_attn.pto:22:13
+                    using GmView79 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView79 qGm79(q + _qb0 * 64 * D, GmView79::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t155, qGm79);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT156 t156(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                     TASSIGN(t156, 0);  // flash_attn.pto:22:13
@@ -2595,48 +2779,83 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
-                        TileT160 t160(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t160, 0);  // flash_attn.pto:22:13
+                    for (int64_t _k159_db = 0; _k159_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k159_db) {  // flash_attn.pto:22:13
+                        TileT160B0 t160_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k159_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t160_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView78 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                        GmView78 qGm78(q + _qb0 * 64 * D + _k159 * 128, GmView78::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView78::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t160, qGm78);  // flash_attn.pto:22:13
+                        using GmView80 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                        GmView80 qGm80(q + _qb0 * 64 * D + (1 + _k159_db * 2) * 128, GmView80::Shape(t160_b0.GetValidRow(), t160_b0.GetValidCol()), GmView80::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t160_b0, qGm80);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT161 t161(min_i64(S - _qb0 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
-                        TASSIGN(t161, 0);  // flash_attn.pto:22:13
+                        TileT161B0 t161_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - (1 + _k159_db * 2) * 128, 128));  // flash_attn.pto:22:13
+                        TASSIGN(t161_b0, 0);  // flash_attn.pto:22:13
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t161, t160);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView79 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                        GmView79 kj_lastGm79(kj_last + _g153 * 64 * D + _k159 * 128, GmView79::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView79::Stride(D));  // flash_attn.pto:22:13
-                        TLOAD(t162, kj_lastGm79);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                        TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t163, t162);  // flash_attn.pto:22:13
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMOV(t161_b0, t160_b0);  // flash_attn.pto:22:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT162B0 t162_b0(min_i64(D - (1 + _k159_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t162_b0, 16384);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView81 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                        GmView81 kj_lastGm81(kj_last + _g153 * 64 * D + (1 + _k159_db * 2) * 128, GmView81::Shape(t162_b0.GetValidRow(), t162_b0.GetValidCol()), GmView81::Stride(D));  // flash_attn.pto:22:13
+                        TLOAD(t162_b0, kj_lastGm81);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT163B0 t163_b0(min_i64(D - (1 + _k159_db * 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                        TASSIGN(t163_b0, 0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t163_b0, t162_b0);  // flash_attn.pto:22:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
+                        TMATMUL_ACC(t154, t154, t161_b0, t163_b0);  // flash_attn.pto:22:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        for (int64_t _k159_dr = 0; _k159_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k159_db * 2 + 1), 1); ++_k159_dr) {  // flash_attn.pto:22:13
+                            TileT160B1 t160_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t160_b1, 32768);  // flash_attn.pto:22:13
+                            using GmView82 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                            GmView82 qGm82(q + _qb0 * 64 * D + (_k159_db * 2 + _k159_dr + 2) * 128, GmView82::Shape(t160_b1.GetValidRow(), t160_b1.GetValidCol()), GmView82::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t160_b1, qGm82);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT161B1 t161_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128));  // flash_attn.pto:22:13
+                            TASSIGN(t161_b1, 16384);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t161_b1, t160_b1);  // flash_attn.pto:22:13
+                            TileT162B1 t162_b1(min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t162_b1, 49152);  // flash_attn.pto:22:13
+                            using GmView83 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                            GmView83 kj_lastGm83(kj_last + _g153 * 64 * D + (_k159_db * 2 + _k159_dr + 2) * 128, GmView83::Shape(t162_b1.GetValidRow(), t162_b1.GetValidCol()), GmView83::Stride(D));  // flash_attn.pto:22:13
+                            TLOAD(t162_b1, kj_lastGm83);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT163B1 t163_b1(min_i64(D - (_k159_db * 2 + _k159_dr + 2) * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                            TASSIGN(t163_b1, 16384);  // flash_attn.pto:22:13
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t163_b1, t162_b1);  // flash_attn.pto:22:13
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t154, t154, t161_b1, t163_b1);  // flash_attn.pto:22:13
+                        }
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                    GmView80 t0_last_ownGm80(t0_last_own + _g153 * 64, GmView80::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(t0_last_ownGm80, t154);  // flash_attn.pto:22:13
+                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView84 t0_last_ownGm84(t0_last_own + _g153 * 64, GmView84::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(t0_last_ownGm84, t154);  // flash_attn.pto:22:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2654,55 +2873,101 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
-                    TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t173, 0);  // flash_attn.pto:33:18
-                    TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                for (int64_t _g169_db = 0; _g169_db < ((D + 63) / 64 + 1) / 2; ++_g169_db) {  // flash_attn.pto:33:18
+                    TileT173B0 t173_b0(min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t173_b0, 0);  // flash_attn.pto:33:18
+                    TileT174B0 t174_b0(min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t174_b0, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView85 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView85 vprev_lastGm85(vprev_last + _g169 * 64, GmView85::Shape(t173.GetValidCol()), GmView85::Stride(D));  // flash_attn.pto:33:18
-                    TLOAD(t173, vprev_lastGm85);  // flash_attn.pto:33:18
+                    using GmView89 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView89 vprev_lastGm89(vprev_last + _g169_db * 2 * 64, GmView89::Shape(t173_b0.GetValidCol()), GmView89::Stride(D));  // flash_attn.pto:33:18
+                    TLOAD(t173_b0, vprev_lastGm89);  // flash_attn.pto:33:18
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t174, t173);  // flash_attn.pto:33:18
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT170 t170(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t170, 0);  // flash_attn.pto:33:18
-                    TileT171 t171(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView86 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
-                    GmView86 ptGm86(pt + _qb0 * 64 * 128, GmView86::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                    TLOAD(t171, ptGm86);  // flash_attn.pto:33:18
+                    TMOV(t174_b0, t173_b0);  // flash_attn.pto:33:18
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    TileT170B0 t170_b0(min_i64(S - _qb0 * 64, 64), min_i64(D - _g169_db * 2 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t170_b0, 0);  // flash_attn.pto:33:18
+                    TileT171B0 t171_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t171_b0, 16384);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView90 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                    GmView90 ptGm90(pt + _qb0 * 64 * 128, GmView90::Shape(t171_b0.GetValidRow()));  // flash_attn.pto:33:18
+                    TLOAD(t171_b0, ptGm90);  // flash_attn.pto:33:18
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT172 t172(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
-                    TASSIGN(t172, 0);  // flash_attn.pto:33:18
+                    TileT172B0 t172_b0(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                    TASSIGN(t172_b0, 0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t172, t171);  // flash_attn.pto:33:18
+                    TMOV(t172_b0, t171_b0);  // flash_attn.pto:33:18
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
+                    TMATMUL(t170_b0, t172_b0, t174_b0);  // flash_attn.pto:33:18
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                    GmView87 pv_last_ownGm87(pv_last_own + _g169 * 64, GmView87::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView87::Stride(D));  // flash_attn.pto:33:18
-                    TSTORE(pv_last_ownGm87, t170);  // flash_attn.pto:33:18
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                    GmView91 pv_last_ownGm91(pv_last_own + _g169_db * 2 * 64, GmView91::Shape(t170_b0.GetValidRow(), t170_b0.GetValidCol()), GmView91::Stride(D));  // flash_attn.pto:33:18
+                    TSTORE(pv_last_ownGm91, t170_b0);  // flash_attn.pto:33:18
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    for (int64_t _g169_dr = 0; _g169_dr < min_i64((D + 63) / 64 - (_g169_db * 2 + 1), 1); ++_g169_dr) {  // flash_attn.pto:33:18
+                        TileT173B1 t173_b1(min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t173_b1, 32768);  // flash_attn.pto:33:18
+                        TileT174B1 t174_b1(min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t174_b1, 16384);  // flash_attn.pto:33:18
+                        using GmView92 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                        GmView92 vprev_lastGm92(vprev_last + (_g169_db * 2 + 1 + _g169_dr) * 64, GmView92::Shape(t173_b1.GetValidCol()), GmView92::Stride(D));  // flash_attn.pto:33:18
+                        TLOAD(t173_b1, vprev_lastGm92);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t174_b1, t173_b1);  // flash_attn.pto:33:18
+                        TileT170B1 t170_b1(min_i64(S - _qb0 * 64, 64), min_i64(D - (_g169_db * 2 + 1 + _g169_dr) * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t170_b1, 16384);  // flash_attn.pto:33:18
+                        TileT171B1 t171_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t171_b1, 49152);  // flash_attn.pto:33:18
+                        using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                        GmView93 ptGm93(pt + _qb0 * 64 * 128, GmView93::Shape(t171_b1.GetValidRow()));  // flash_attn.pto:33:18
+                        TLOAD(t171_b1, ptGm93);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT172B1 t172_b1(min_i64(S - _qb0 * 64, 64));  // flash_attn.pto:33:18
+                        TASSIGN(t172_b1, 16384);  // flash_attn.pto:33:18
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t172_b1, t171_b1);  // flash_attn.pto:33:18
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t170_b1, t172_b1, t174_b1);  // flash_attn.pto:33:18
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                        GmView94 pv_last_ownGm94(pv_last_own + (_g169_db * 2 + 1 + _g169_dr) * 64, GmView94::Shape(t170_b1.GetValidRow(), t170_b1.GetValidCol()), GmView94::Stride(D));  // flash_attn.pto:33:18
+                        TSTORE(pv_last_ownGm94, t170_b1);  // flash_attn.pto:33:18
+                    }
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                 for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv18) {  // flash_attn.pto:34:32
@@ -2725,10 +2990,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 }
                 for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
                 }
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag_dev(5);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -2738,9 +3003,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT234 t234(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t234, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView116 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                    GmView116 ptGm116(pt + _qb0 * 64 * 128, GmView116::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t234, ptGm116);  // flash_attn.pto:43:36
+                    using GmView123 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView123 ptGm123(pt + _qb0 * 64 * 128, GmView123::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t234, ptGm123);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT235 t235(min_i64(S - _qb0 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t235, 0);  // flash_attn.pto:43:36
@@ -2751,9 +3016,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t236, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView117 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView117 vj_lastGm117(vj_last + _g232 * 64, GmView117::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView117::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t236, vj_lastGm117);  // flash_attn.pto:43:36
+                    using GmView124 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView124 vj_lastGm124(vj_last + _g232 * 64, GmView124::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t236, vj_lastGm124);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t237, 0);  // flash_attn.pto:43:36
@@ -2770,9 +3035,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
                         TileT239 t239(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                        using GmView118 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
-                        GmView118 ptGm118(pt + _qb0 * 64 * 128 + _k238 * 128, GmView118::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                        TLOAD(t239, ptGm118);  // flash_attn.pto:43:36
+                        using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                        GmView125 ptGm125(pt + _qb0 * 64 * 128 + _k238 * 128, GmView125::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                        TLOAD(t239, ptGm125);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT240 t240(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                         TASSIGN(t240, 0);  // flash_attn.pto:43:36
@@ -2782,9 +3047,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t241, 0);  // flash_attn.pto:43:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView119 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                        GmView119 vj_lastGm119(vj_last + _k238 * 128 * D + _g232 * 64, GmView119::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView119::Stride(D));  // flash_attn.pto:43:36
-                        TLOAD(t241, vj_lastGm119);  // flash_attn.pto:43:36
+                        using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                        GmView126 vj_lastGm126(vj_last + _k238 * 128 * D + _g232 * 64, GmView126::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:43:36
+                        TLOAD(t241, vj_lastGm126);  // flash_attn.pto:43:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                         TASSIGN(t242, 0);  // flash_attn.pto:43:36
@@ -2798,9 +3063,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView120 t15_last_ownGm120(t15_last_own + _g232 * 64, GmView120::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:43:36
-                    TSTORE(t15_last_ownGm120, t233);  // flash_attn.pto:43:36
+                    using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView127 t15_last_ownGm127(t15_last_own + _g232 * 64, GmView127::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView127::Stride(D));  // flash_attn.pto:43:36
+                    TSTORE(t15_last_ownGm127, t233);  // flash_attn.pto:43:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2864,10 +3129,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 __gm__ half* kj_first = k;  // flash_attn.pto:20:14
                 __gm__ half* vj_first = v;  // flash_attn.pto:21:14
                 for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 2) / 3; ++_k7_db) {  // flash_attn.pto:22:13
-                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
-                        }
-                        for (int64_t _k7_dr2 = 0; _k7_dr2 < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 3 + 2), 1); ++_k7_dr2) {  // flash_attn.pto:22:13
+                    for (int64_t _k7_db = 0; _k7_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k7_db) {  // flash_attn.pto:22:13
+                        for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // flash_attn.pto:22:13
                         }
                     }
                 }
@@ -2899,9 +3162,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
                     TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
                     if (ptodsl_aiv0) {
-                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView9 t0_first_ownGm9(t0_first_own + _g13 * 128, GmView9::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t14_aiv0, t0_first_ownGm9);  // flash_attn.pto:22:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView7 t0_first_ownGm7(t0_first_own + _g13 * 128, GmView7::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t14_aiv0, t0_first_ownGm7);  // flash_attn.pto:22:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2911,9 +3174,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView10 s_first_ownGm10(s_first_own + _g13 * 128, GmView10::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_first_ownGm10, t15_aiv0);  // flash_attn.pto:22:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView8 s_first_ownGm8(s_first_own + _g13 * 128, GmView8::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_first_ownGm8, t15_aiv0);  // flash_attn.pto:22:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -2927,9 +3190,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
                         if (!ptodsl_aiv0) {
-                            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView11 t0_first_ownGm11(t0_first_own + 4096 + _g13 * 128, GmView11::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TLOAD(t14_aiv1, t0_first_ownGm11);  // flash_attn.pto:22:13
+                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView9 t0_first_ownGm9(t0_first_own + 4096 + _g13 * 128, GmView9::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t14_aiv1, t0_first_ownGm9);  // flash_attn.pto:22:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2939,9 +3202,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
-                            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView12 s_first_ownGm12(s_first_own + 4096 + _g13 * 128, GmView12::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TSTORE(s_first_ownGm12, t15_aiv1);  // flash_attn.pto:22:13
+                            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView10 s_first_ownGm10(s_first_own + 4096 + _g13 * 128, GmView10::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_first_ownGm10, t15_aiv1);  // flash_attn.pto:22:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -2967,9 +3230,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                    GmView13 mGm13(m + _qb0 * 64, GmView13::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
-                    TSTORE(mGm13, t17_aiv0);  // flash_attn.pto:24:20
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                    GmView11 mGm11(m + _qb0 * 64, GmView11::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+                    TSTORE(mGm11, t17_aiv0);  // flash_attn.pto:24:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2980,9 +3243,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
                     if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
-                        GmView14 mGm14(m + _qb0 * 64 + 32, GmView14::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
-                        TSTORE(mGm14, t17_aiv1);  // flash_attn.pto:24:20
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                        GmView12 mGm12(m + _qb0 * 64 + 32, GmView12::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                        TSTORE(mGm12, t17_aiv1);  // flash_attn.pto:24:20
                         TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
                     }
                 }
@@ -3005,9 +3268,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
                     TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
                     if (ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                        GmView15 s_first_ownGm15(s_first_own + _g22 * 128, GmView15::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
-                        TLOAD(t23_aiv0, s_first_ownGm15);  // flash_attn.pto:25:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                        GmView13 s_first_ownGm13(s_first_own + _g22 * 128, GmView13::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                        TLOAD(t23_aiv0, s_first_ownGm13);  // flash_attn.pto:25:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3021,9 +3284,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                        GmView16 p_first_ownGm16(p_first_own + _g22 * 128, GmView16::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
-                        TSTORE(p_first_ownGm16, t30_aiv0);  // flash_attn.pto:25:17
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                        GmView14 p_first_ownGm14(p_first_own + _g22 * 128, GmView14::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                        TSTORE(p_first_ownGm14, t30_aiv0);  // flash_attn.pto:25:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -3037,9 +3300,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
                         if (!ptodsl_aiv0) {
-                            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
-                            GmView17 s_first_ownGm17(s_first_own + 4096 + _g22 * 128, GmView17::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
-                            TLOAD(t23_aiv1, s_first_ownGm17);  // flash_attn.pto:25:21
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                            GmView15 s_first_ownGm15(s_first_own + 4096 + _g22 * 128, GmView15::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                            TLOAD(t23_aiv1, s_first_ownGm15);  // flash_attn.pto:25:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3053,9 +3316,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (!ptodsl_aiv0) {
-                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
-                            GmView18 p_first_ownGm18(p_first_own + 4096 + _g22 * 128, GmView18::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
-                            TSTORE(p_first_ownGm18, t30_aiv1);  // flash_attn.pto:25:17
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                            GmView16 p_first_ownGm16(p_first_own + 4096 + _g22 * 128, GmView16::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                            TSTORE(p_first_ownGm16, t30_aiv1);  // flash_attn.pto:25:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -3082,9 +3345,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                    GmView19 lGm19(l + _qb0 * 64, GmView19::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
-                    TSTORE(lGm19, t32_aiv0);  // flash_attn.pto:26:20
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                    GmView17 lGm17(l + _qb0 * 64, GmView17::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+                    TSTORE(lGm17, t32_aiv0);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3094,9 +3357,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                    GmView20 accGm20(acc + _qb0 * 64 * D, GmView20::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:27:13
-                    TSTORE(accGm20, t37_aiv0);  // flash_attn.pto:27:13
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                    GmView18 accGm18(acc + _qb0 * 64 * D, GmView18::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:27:13
+                    TSTORE(accGm18, t37_aiv0);  // flash_attn.pto:27:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3106,33 +3369,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                    GmView21 alphaGm21(alpha + _qb0 * 64, GmView21::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
-                    TSTORE(alphaGm21, t39_aiv0);  // flash_attn.pto:28:13
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                    GmView19 alphaGm19(alpha + _qb0 * 64, GmView19::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+                    TSTORE(alphaGm19, t39_aiv0);  // flash_attn.pto:28:13
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
-                        GmView22 lGm22(l + _qb0 * 64 + 32, GmView22::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
-                        TSTORE(lGm22, t32_aiv1);  // flash_attn.pto:26:20
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                        GmView20 lGm20(l + _qb0 * 64 + 32, GmView20::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                        TSTORE(lGm20, t32_aiv1);  // flash_attn.pto:26:20
                         TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
-                        GmView23 accGm23(acc + (_qb0 * 64 + 32) * D, GmView23::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:27:13
-                        TSTORE(accGm23, t37_aiv1);  // flash_attn.pto:27:13
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                        GmView21 accGm21(acc + (_qb0 * 64 + 32) * D, GmView21::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:27:13
+                        TSTORE(accGm21, t37_aiv1);  // flash_attn.pto:27:13
                         TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
-                        GmView24 alphaGm24(alpha + _qb0 * 64 + 32, GmView24::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
-                        TSTORE(alphaGm24, t39_aiv1);  // flash_attn.pto:28:13
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                        GmView22 alphaGm22(alpha + _qb0 * 64 + 32, GmView22::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                        TSTORE(alphaGm22, t39_aiv1);  // flash_attn.pto:28:13
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -3154,9 +3417,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
                     TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
                     if (ptodsl_aiv0) {
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView25 p_first_ownGm25(p_first_own + _g41 * 128, GmView25::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                        TLOAD(t42_aiv0, p_first_ownGm25);  // flash_attn.pto:29:21
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView23 p_first_ownGm23(p_first_own + _g41 * 128, GmView23::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TLOAD(t42_aiv0, p_first_ownGm23);  // flash_attn.pto:29:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3166,15 +3429,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                        GmView26 ptGm26(pt + _qb0 * 64 * 128 + _g41 * 128, GmView26::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
-                        TSTORE(ptGm26, t43_aiv0);  // flash_attn.pto:29:21
+                        using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                        GmView24 ptGm24(pt + _qb0 * 64 * 128 + _g41 * 128, GmView24::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                        TSTORE(ptGm24, t43_aiv0);  // flash_attn.pto:29:21
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
                         if (!ptodsl_aiv0) {
-                            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                            GmView27 p_first_ownGm27(p_first_own + 4096 + _g41 * 128, GmView27::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                            TLOAD(t42_aiv1, p_first_ownGm27);  // flash_attn.pto:29:21
+                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView25 p_first_ownGm25(p_first_own + 4096 + _g41 * 128, GmView25::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TLOAD(t42_aiv1, p_first_ownGm25);  // flash_attn.pto:29:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3184,9 +3447,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
-                            GmView28 ptGm28(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView28::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
-                            TSTORE(ptGm28, t43_aiv1);  // flash_attn.pto:29:21
+                            using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                            GmView26 ptGm26(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView26::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                            TSTORE(ptGm26, t43_aiv1);  // flash_attn.pto:29:21
                         }
                     }
                 }
@@ -3236,15 +3499,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
                     TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
                     if (ptodsl_aiv0) {
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView34 accGm34(acc + _qb0 * 64 * D, GmView34::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t57_aiv0, accGm34);  // flash_attn.pto:43:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView32 accGm32(acc + _qb0 * 64 * D, GmView32::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t57_aiv0, accGm32);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                        GmView35 alphaGm35(alpha + _qb0 * 64, GmView35::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-                        TLOAD(t58_aiv0, alphaGm35);  // flash_attn.pto:43:22
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                        GmView33 alphaGm33(alpha + _qb0 * 64, GmView33::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+                        TLOAD(t58_aiv0, alphaGm33);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3257,9 +3520,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     wait_flag_dev(7);
                     if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView36 t15_first_ownGm36(t15_first_own, GmView36::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t63_aiv0, t15_first_ownGm36);  // flash_attn.pto:43:22
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView34 t15_first_ownGm34(t15_first_own, GmView34::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t63_aiv0, t15_first_ownGm34);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3271,15 +3534,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView37 accGm37(acc + _qb0 * 64 * D, GmView37::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm37, t64_aiv0);  // flash_attn.pto:43:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView35 accGm35(acc + _qb0 * 64 * D, GmView35::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm35, t64_aiv0);  // flash_attn.pto:43:22
                     }
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                        GmView38 lGm38(l + _qb0 * 64, GmView38::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-                        TLOAD(t67_aiv0, lGm38);  // flash_attn.pto:44:25
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                        GmView36 lGm36(l + _qb0 * 64, GmView36::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+                        TLOAD(t67_aiv0, lGm36);  // flash_attn.pto:44:25
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3298,22 +3561,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView39 oGm39(o + _qb0 * 64 * D, GmView39::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm39, t72_aiv0);  // flash_attn.pto:44:20
+                        using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView37 oGm37(o + _qb0 * 64 * D, GmView37::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm37, t72_aiv0);  // flash_attn.pto:44:20
                     }
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:43:22
                         if (!ptodsl_aiv0) {
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView40 accGm40(acc + (_qb0 * 64 + 32) * D, GmView40::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
-                            TLOAD(t57_aiv1, accGm40);  // flash_attn.pto:43:22
+                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView38 accGm38(acc + (_qb0 * 64 + 32) * D, GmView38::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t57_aiv1, accGm38);  // flash_attn.pto:43:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                            GmView41 alphaGm41(alpha + _qb0 * 64 + 32, GmView41::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-                            TLOAD(t58_aiv1, alphaGm41);  // flash_attn.pto:43:22
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                            GmView39 alphaGm39(alpha + _qb0 * 64 + 32, GmView39::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                            TLOAD(t58_aiv1, alphaGm39);  // flash_attn.pto:43:22
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3323,9 +3586,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                             TROWEXPAND(tmp8, t58_aiv1);  // flash_attn.pto:43:22
                             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                             TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp8);  // flash_attn.pto:43:22
-                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView42 t15_first_ownGm42(t15_first_own + D * 32, GmView42::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:43:22
-                            TLOAD(t63_aiv1, t15_first_ownGm42);  // flash_attn.pto:43:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView40 t15_first_ownGm40(t15_first_own + D * 32, GmView40::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:43:22
+                            TLOAD(t63_aiv1, t15_first_ownGm40);  // flash_attn.pto:43:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3337,12 +3600,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                            GmView43 accGm43(acc + (_qb0 * 64 + 32) * D, GmView43::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:22
-                            TSTORE(accGm43, t64_aiv1);  // flash_attn.pto:43:22
-                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                            GmView44 lGm44(l + _qb0 * 64 + 32, GmView44::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-                            TLOAD(t67_aiv1, lGm44);  // flash_attn.pto:44:25
+                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                            GmView41 accGm41(acc + (_qb0 * 64 + 32) * D, GmView41::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:22
+                            TSTORE(accGm41, t64_aiv1);  // flash_attn.pto:43:22
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                            GmView42 lGm42(l + _qb0 * 64 + 32, GmView42::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                            TLOAD(t67_aiv1, lGm42);  // flash_attn.pto:44:25
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3361,9 +3624,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                            GmView45 oGm45(o + (_qb0 * 64 + 32) * D, GmView45::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:44:20
-                            TSTORE(oGm45, t72_aiv1);  // flash_attn.pto:44:20
+                            using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                            GmView43 oGm43(o + (_qb0 * 64 + 32) * D, GmView43::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:44:20
+                            TSTORE(oGm43, t72_aiv1);  // flash_attn.pto:44:20
                         }
                     }
                 }
@@ -3385,15 +3648,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             if (ptodsl_aiv0) {
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView47 mGm47(m + _qb0 * 64, GmView47::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(held0_aiv0, mGm47);  // flash_attn.pto:34:21
+                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView45 mGm45(m + _qb0 * 64, GmView45::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv0, mGm45);  // flash_attn.pto:34:21
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:21
                 if (!ptodsl_aiv0) {
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView48 mGm48(m + _qb0 * 64 + 32, GmView48::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(held0_aiv1, mGm48);  // flash_attn.pto:34:21
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView46 mGm46(m + _qb0 * 64 + 32, GmView46::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(held0_aiv1, mGm46);  // flash_attn.pto:34:21
                 }
             }
         }
@@ -3403,15 +3666,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
         for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView49 lGm49(l + _qb0 * 64, GmView49::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(held1_aiv0, lGm49);  // flash_attn.pto:37:20
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView47 lGm47(l + _qb0 * 64, GmView47::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv0, lGm47);  // flash_attn.pto:37:20
             }
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView50 lGm50(l + _qb0 * 64 + 32, GmView50::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(held1_aiv1, lGm50);  // flash_attn.pto:37:20
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView48 lGm48(l + _qb0 * 64 + 32, GmView48::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(held1_aiv1, lGm48);  // flash_attn.pto:37:20
                 }
             }
         }
@@ -3421,15 +3684,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
         for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView51 accGm51(acc + _qb0 * 64 * D, GmView51::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(held2_aiv0, accGm51);  // flash_attn.pto:40:22
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView49 accGm49(acc + _qb0 * 64 * D, GmView49::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv0, accGm49);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView52 accGm52(acc + (_qb0 * 64 + 32) * D, GmView52::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(held2_aiv1, accGm52);  // flash_attn.pto:40:22
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView50 accGm50(acc + (_qb0 * 64 + 32) * D, GmView50::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(held2_aiv1, accGm50);  // flash_attn.pto:40:22
                 }
             }
         }
@@ -3439,15 +3702,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
         for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView53 alphaGm53(alpha + _qb0 * 64, GmView53::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(held3_aiv0, alphaGm53);  // flash_attn.pto:40:22
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView51 alphaGm51(alpha + _qb0 * 64, GmView51::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv0, alphaGm51);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView54 alphaGm54(alpha + _qb0 * 64 + 32, GmView54::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(held3_aiv1, alphaGm54);  // flash_attn.pto:40:22
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView52 alphaGm52(alpha + _qb0 * 64 + 32, GmView52::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(held3_aiv1, alphaGm52);  // flash_attn.pto:40:22
                 }
             }
         }
@@ -3470,7 +3733,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
             __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
             for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
-                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                for (int64_t _k80_db = 0; _k80_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k80_db) {  // flash_attn.pto:22:13
+                    for (int64_t _k80_dr = 0; _k80_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k80_db * 2 + 1), 1); ++_k80_dr) {  // flash_attn.pto:22:13
+                    }
                 }
             }
             TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
@@ -3512,7 +3777,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
             __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+            for (int64_t _g90_db = 0; _g90_db < ((D + 63) / 64 + 1) / 2; ++_g90_db) {  // flash_attn.pto:33:18
+                for (int64_t _g90_dr = 0; _g90_dr < min_i64((D + 63) / 64 - (_g90_db * 2 + 1), 1); ++_g90_dr) {  // flash_attn.pto:33:18
+                }
             }
             TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
             TASSIGN(t97_aiv0, 19456);  // flash_attn.pto:34:32
@@ -3607,9 +3874,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag_dev(9);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             if (ptodsl_aiv0) {
-                using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                GmView64 ptGm64(pt + _qb0 * 64 * 128, GmView64::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm64, t140_aiv0);  // flash_attn.pto:39:21
+                using GmView66 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView66 ptGm66(pt + _qb0 * 64 * 128, GmView66::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm66, t140_aiv0);  // flash_attn.pto:39:21
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
@@ -3621,9 +3888,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag_dev(10);
             if (ptodsl_aiv0) {
-                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView65 pv_ownGm65(pv_own, GmView65::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView65::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t148_aiv0, pv_ownGm65);  // flash_attn.pto:40:22
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView67 pv_ownGm67(pv_own, GmView67::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv0, pv_ownGm67);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3689,17 +3956,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView66 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                    GmView66 ptGm66(pt + (_qb0 * 64 + 32) * 128, GmView66::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm66, t140_aiv1);  // flash_attn.pto:39:21
+                    using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView68 ptGm68(pt + (_qb0 * 64 + 32) * 128, GmView68::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm68, t140_aiv1);  // flash_attn.pto:39:21
                     TileTmp1 tmp17(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
                     TASSIGN(tmp17, 101376);  // flash_attn.pto:40:22
                     TROWEXPAND(tmp17, held3_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp17);  // flash_attn.pto:40:22
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView67 pv_ownGm67(pv_own + D * 32, GmView67::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView67::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t148_aiv1, pv_ownGm67);  // flash_attn.pto:40:22
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView69 pv_ownGm69(pv_own + D * 32, GmView69::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView69::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t148_aiv1, pv_ownGm69);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3731,58 +3998,58 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             if (ptodsl_aiv0) {
-                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView68 alphaGm68(alpha + _qb0 * 64, GmView68::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm68, held3_aiv0);  // flash_attn.pto:41:13
+                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView70 alphaGm70(alpha + _qb0 * 64, GmView70::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm70, held3_aiv0);  // flash_attn.pto:41:13
             }
             for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv13) {  // flash_attn.pto:41:13
                 if (!ptodsl_aiv0) {
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView69 alphaGm69(alpha + _qb0 * 64 + 32, GmView69::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm69, held3_aiv1);  // flash_attn.pto:41:13
+                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView71 alphaGm71(alpha + _qb0 * 64 + 32, GmView71::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm71, held3_aiv1);  // flash_attn.pto:41:13
                 }
             }
         }
         for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView70 accGm70(acc + _qb0 * 64 * D, GmView70::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView70::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm70, held2_aiv0);  // flash_attn.pto:40:22
+                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView72 accGm72(acc + _qb0 * 64 * D, GmView72::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView72::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm72, held2_aiv0);  // flash_attn.pto:40:22
             }
             for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv14) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView71 accGm71(acc + (_qb0 * 64 + 32) * D, GmView71::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView71::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm71, held2_aiv1);  // flash_attn.pto:40:22
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView73 accGm73(acc + (_qb0 * 64 + 32) * D, GmView73::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView73::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm73, held2_aiv1);  // flash_attn.pto:40:22
                 }
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView72 lGm72(l + _qb0 * 64, GmView72::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm72, held1_aiv0);  // flash_attn.pto:37:20
+                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView74 lGm74(l + _qb0 * 64, GmView74::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm74, held1_aiv0);  // flash_attn.pto:37:20
             }
             for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv15) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView73 lGm73(l + _qb0 * 64 + 32, GmView73::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm73, held1_aiv1);  // flash_attn.pto:37:20
+                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView75 lGm75(l + _qb0 * 64 + 32, GmView75::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm75, held1_aiv1);  // flash_attn.pto:37:20
                 }
             }
         }
         for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             if (ptodsl_aiv0) {
-                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView74 mGm74(m + _qb0 * 64, GmView74::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm74, held0_aiv0);  // flash_attn.pto:38:13
+                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView76 mGm76(m + _qb0 * 64, GmView76::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm76, held0_aiv0);  // flash_attn.pto:38:13
             }
             for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv16) {  // flash_attn.pto:38:13
                 if (!ptodsl_aiv0) {
-                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView75 mGm75(m + _qb0 * 64 + 32, GmView75::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm75, held0_aiv1);  // flash_attn.pto:38:13
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView77 mGm77(m + _qb0 * 64 + 32, GmView77::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm77, held0_aiv1);  // flash_attn.pto:38:13
                 }
             }
         }
@@ -3798,7 +4065,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
                 __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
                 for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
-                    for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
+                    for (int64_t _k159_db = 0; _k159_db < (max_i64((D + 127) / 128 - 1, 0) + 1) / 2; ++_k159_db) {  // flash_attn.pto:22:13
+                        for (int64_t _k159_dr = 0; _k159_dr < min_i64(max_i64((D + 127) / 128 - 1, 0) - (_k159_db * 2 + 1), 1); ++_k159_dr) {  // flash_attn.pto:22:13
+                        }
                     }
                 }
                 wait_flag_dev(5);
@@ -3812,9 +4081,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
                     if (ptodsl_aiv0) {
-                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView81 t0_last_ownGm81(t0_last_own + _g165 * 128, GmView81::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TLOAD(t166_aiv0, t0_last_ownGm81);  // flash_attn.pto:22:13
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView85 t0_last_ownGm85(t0_last_own + _g165 * 128, GmView85::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv0, t0_last_ownGm85);  // flash_attn.pto:22:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3824,15 +4093,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                        GmView82 s_last_ownGm82(s_last_own + _g165 * 128, GmView82::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
-                        TSTORE(s_last_ownGm82, t167_aiv0);  // flash_attn.pto:22:13
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView86 s_last_ownGm86(s_last_own + _g165 * 128, GmView86::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_last_ownGm86, t167_aiv0);  // flash_attn.pto:22:13
                     }
                     for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv17) {  // flash_attn.pto:22:13
                         if (!ptodsl_aiv0) {
-                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView83 t0_last_ownGm83(t0_last_own + 4096 + _g165 * 128, GmView83::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TLOAD(t166_aiv1, t0_last_ownGm83);  // flash_attn.pto:22:13
+                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView87 t0_last_ownGm87(t0_last_own + 4096 + _g165 * 128, GmView87::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TLOAD(t166_aiv1, t0_last_ownGm87);  // flash_attn.pto:22:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3842,9 +4111,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
-                            GmView84 s_last_ownGm84(s_last_own + 4096 + _g165 * 128, GmView84::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
-                            TSTORE(s_last_ownGm84, t167_aiv1);  // flash_attn.pto:22:13
+                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                            GmView88 s_last_ownGm88(s_last_own + 4096 + _g165 * 128, GmView88::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                            TSTORE(s_last_ownGm88, t167_aiv1);  // flash_attn.pto:22:13
                         }
                     }
                 }
@@ -3854,7 +4123,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
-                for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                for (int64_t _g169_db = 0; _g169_db < ((D + 63) / 64 + 1) / 2; ++_g169_db) {  // flash_attn.pto:33:18
+                    for (int64_t _g169_dr = 0; _g169_dr < min_i64((D + 63) / 64 - (_g169_db * 2 + 1), 1); ++_g169_dr) {  // flash_attn.pto:33:18
+                    }
                 }
                 TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:34:32
                 TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
@@ -3885,9 +4156,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
                     TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
                     if (ptodsl_aiv0) {
-                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                        GmView88 s_last_ownGm88(s_last_own + _k177 * 128, GmView88::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
-                        TLOAD(t178_aiv0, s_last_ownGm88);  // flash_attn.pto:34:32
+                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView95 s_last_ownGm95(s_last_own + _k177 * 128, GmView95::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv0, s_last_ownGm95);  // flash_attn.pto:34:32
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3902,9 +4173,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv19) {  // flash_attn.pto:34:32
                         if (!ptodsl_aiv0) {
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
-                            GmView89 s_last_ownGm89(s_last_own + 4096 + _k177 * 128, GmView89::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
-                            TLOAD(t178_aiv1, s_last_ownGm89);  // flash_attn.pto:34:32
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                            GmView96 s_last_ownGm96(s_last_own + 4096 + _k177 * 128, GmView96::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                            TLOAD(t178_aiv1, s_last_ownGm96);  // flash_attn.pto:34:32
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3950,9 +4221,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView90 mGm90(m + _qb0 * 64, GmView90::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(t181_aiv0, mGm90);  // flash_attn.pto:34:21
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView97 mGm97(m + _qb0 * 64, GmView97::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv0, mGm97);  // flash_attn.pto:34:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3967,9 +4238,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
-                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView91 lGm91(l + _qb0 * 64, GmView91::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(t202_aiv0, lGm91);  // flash_attn.pto:37:20
+                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv0, lGm98);  // flash_attn.pto:37:20
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3984,9 +4255,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv20) {  // flash_attn.pto:34:21
                     if (!ptodsl_aiv0) {
-                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                        GmView92 mGm92(m + _qb0 * 64 + 32, GmView92::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                        TLOAD(t181_aiv1, mGm92);  // flash_attn.pto:34:21
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                        GmView99 mGm99(m + _qb0 * 64 + 32, GmView99::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                        TLOAD(t181_aiv1, mGm99);  // flash_attn.pto:34:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4000,9 +4271,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
-                        using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                        GmView93 lGm93(l + _qb0 * 64 + 32, GmView93::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                        TLOAD(t202_aiv1, lGm93);  // flash_attn.pto:37:20
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TLOAD(t202_aiv1, lGm100);  // flash_attn.pto:37:20
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4029,9 +4300,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
                     TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
                     if (ptodsl_aiv0) {
-                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                        GmView94 s_last_ownGm94(s_last_own + _g192 * 128, GmView94::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                        TLOAD(t193_aiv0, s_last_ownGm94);  // flash_attn.pto:36:21
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView101 s_last_ownGm101(s_last_own + _g192 * 128, GmView101::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv0, s_last_ownGm101);  // flash_attn.pto:36:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4045,9 +4316,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                        GmView95 p_1_last_ownGm95(p_1_last_own + _g192 * 128, GmView95::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                        TSTORE(p_1_last_ownGm95, t200_aiv0);  // flash_attn.pto:36:17
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView102 p_1_last_ownGm102(p_1_last_own + _g192 * 128, GmView102::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_last_ownGm102, t200_aiv0);  // flash_attn.pto:36:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
@@ -4061,9 +4332,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     }
                     for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv21) {  // flash_attn.pto:36:21
                         if (!ptodsl_aiv0) {
-                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
-                            GmView96 s_last_ownGm96(s_last_own + 4096 + _g192 * 128, GmView96::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                            TLOAD(t193_aiv1, s_last_ownGm96);  // flash_attn.pto:36:21
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                            GmView103 s_last_ownGm103(s_last_own + 4096 + _g192 * 128, GmView103::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                            TLOAD(t193_aiv1, s_last_ownGm103);  // flash_attn.pto:36:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4077,9 +4348,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
-                            GmView97 p_1_last_ownGm97(p_1_last_own + 4096 + _g192 * 128, GmView97::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                            TSTORE(p_1_last_ownGm97, t200_aiv1);  // flash_attn.pto:36:17
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                            GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g192 * 128, GmView104::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                            TSTORE(p_1_last_ownGm104, t200_aiv1);  // flash_attn.pto:36:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
@@ -4109,12 +4380,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView98 lGm98(l + _qb0 * 64, GmView98::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm98, t213_aiv0);  // flash_attn.pto:37:20
-                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView99 mGm99(m + _qb0 * 64, GmView99::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm99, t183_aiv0);  // flash_attn.pto:38:13
+                    using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView105 lGm105(l + _qb0 * 64, GmView105::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm105, t213_aiv0);  // flash_attn.pto:37:20
+                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView106 mGm106(m + _qb0 * 64, GmView106::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm106, t183_aiv0);  // flash_attn.pto:38:13
                 }
                 pipe_barrier(PIPE_V);
                 for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv22) {  // flash_attn.pto:37:20
@@ -4124,12 +4395,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                        GmView100 lGm100(l + _qb0 * 64 + 32, GmView100::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                        TSTORE(lGm100, t213_aiv1);  // flash_attn.pto:37:20
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                        GmView101 mGm101(m + _qb0 * 64 + 32, GmView101::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                        TSTORE(mGm101, t183_aiv1);  // flash_attn.pto:38:13
+                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                        GmView107 lGm107(l + _qb0 * 64 + 32, GmView107::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                        TSTORE(lGm107, t213_aiv1);  // flash_attn.pto:37:20
+                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                        GmView108 mGm108(m + _qb0 * 64 + 32, GmView108::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                        TSTORE(mGm108, t183_aiv1);  // flash_attn.pto:38:13
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -4150,9 +4421,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
                     TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
                     if (ptodsl_aiv0) {
-                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView102 p_1_last_ownGm102(p_1_last_own + _g217 * 128, GmView102::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                        TLOAD(t218_aiv0, p_1_last_ownGm102);  // flash_attn.pto:39:21
+                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView109 p_1_last_ownGm109(p_1_last_own + _g217 * 128, GmView109::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv0, p_1_last_ownGm109);  // flash_attn.pto:39:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4162,15 +4433,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView103 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                        GmView103 ptGm103(pt + _qb0 * 64 * 128 + _g217 * 128, GmView103::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                        TSTORE(ptGm103, t219_aiv0);  // flash_attn.pto:39:21
+                        using GmView110 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView110 ptGm110(pt + _qb0 * 64 * 128 + _g217 * 128, GmView110::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm110, t219_aiv0);  // flash_attn.pto:39:21
                     }
                     for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv23) {  // flash_attn.pto:39:21
                         if (!ptodsl_aiv0) {
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                            GmView104 p_1_last_ownGm104(p_1_last_own + 4096 + _g217 * 128, GmView104::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                            TLOAD(t218_aiv1, p_1_last_ownGm104);  // flash_attn.pto:39:21
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView111 p_1_last_ownGm111(p_1_last_own + 4096 + _g217 * 128, GmView111::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TLOAD(t218_aiv1, p_1_last_ownGm111);  // flash_attn.pto:39:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4180,9 +4451,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView105 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
-                            GmView105 ptGm105(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView105::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                            TSTORE(ptGm105, t219_aiv1);  // flash_attn.pto:39:21
+                            using GmView112 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                            GmView112 ptGm112(pt + (_qb0 * 64 + 32) * 128 + _g217 * 128, GmView112::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                            TSTORE(ptGm112, t219_aiv1);  // flash_attn.pto:39:21
                         }
                     }
                 }
@@ -4211,15 +4482,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView106 accGm106(acc + _qb0 * 64 * D, GmView106::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView106::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t221_aiv0, accGm106);  // flash_attn.pto:40:22
+                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView113 accGm113(acc + _qb0 * 64 * D, GmView113::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv0, accGm113);  // flash_attn.pto:40:22
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView107 alphaGm107(alpha + _qb0 * 64, GmView107::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(t222_aiv0, alphaGm107);  // flash_attn.pto:40:22
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView114 alphaGm114(alpha + _qb0 * 64, GmView114::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv0, alphaGm114);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -4235,9 +4506,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 }
                 wait_flag_dev(6);
                 if (ptodsl_aiv0) {
-                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView108 pv_last_ownGm108(pv_last_own, GmView108::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView108::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t227_aiv0, pv_last_ownGm108);  // flash_attn.pto:40:22
+                    using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView115 pv_last_ownGm115(pv_last_own, GmView115::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView115::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv0, pv_last_ownGm115);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4250,30 +4521,30 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView109 accGm109(acc + _qb0 * 64 * D, GmView109::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView109::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm109, t228_aiv0);  // flash_attn.pto:40:22
+                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView116 accGm116(acc + _qb0 * 64 * D, GmView116::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView116::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm116, t228_aiv0);  // flash_attn.pto:40:22
                 }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView110 alphaGm110(alpha + _qb0 * 64, GmView110::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm110, t190_aiv0);  // flash_attn.pto:41:13
+                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView117 alphaGm117(alpha + _qb0 * 64, GmView117::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm117, t190_aiv0);  // flash_attn.pto:41:13
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv24) {  // flash_attn.pto:40:22
                     if (!ptodsl_aiv0) {
-                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView111 accGm111(acc + (_qb0 * 64 + 32) * D, GmView111::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView111::Stride(D));  // flash_attn.pto:40:22
-                        TLOAD(t221_aiv1, accGm111);  // flash_attn.pto:40:22
+                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView118 accGm118(acc + (_qb0 * 64 + 32) * D, GmView118::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView118::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t221_aiv1, accGm118);  // flash_attn.pto:40:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                        GmView112 alphaGm112(alpha + _qb0 * 64 + 32, GmView112::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                        TLOAD(t222_aiv1, alphaGm112);  // flash_attn.pto:40:22
+                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                        GmView119 alphaGm119(alpha + _qb0 * 64 + 32, GmView119::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                        TLOAD(t222_aiv1, alphaGm119);  // flash_attn.pto:40:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4284,9 +4555,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp25, t222_aiv1);  // flash_attn.pto:40:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                         TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp25);  // flash_attn.pto:40:22
-                        using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView113 pv_last_ownGm113(pv_last_own + D * 32, GmView113::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView113::Stride(D));  // flash_attn.pto:40:22
-                        TLOAD(t227_aiv1, pv_last_ownGm113);  // flash_attn.pto:40:22
+                        using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView120 pv_last_ownGm120(pv_last_own + D * 32, GmView120::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView120::Stride(D));  // flash_attn.pto:40:22
+                        TLOAD(t227_aiv1, pv_last_ownGm120);  // flash_attn.pto:40:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4298,15 +4569,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                        GmView114 accGm114(acc + (_qb0 * 64 + 32) * D, GmView114::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView114::Stride(D));  // flash_attn.pto:40:22
-                        TSTORE(accGm114, t228_aiv1);  // flash_attn.pto:40:22
+                        using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                        GmView121 accGm121(acc + (_qb0 * 64 + 32) * D, GmView121::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:40:22
+                        TSTORE(accGm121, t228_aiv1);  // flash_attn.pto:40:22
                     }
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                        GmView115 alphaGm115(alpha + _qb0 * 64 + 32, GmView115::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                        TSTORE(alphaGm115, t190_aiv1);  // flash_attn.pto:41:13
+                        using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                        GmView122 alphaGm122(alpha + _qb0 * 64 + 32, GmView122::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                        TSTORE(alphaGm122, t190_aiv1);  // flash_attn.pto:41:13
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -4345,9 +4616,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag_dev(5);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView121 t15_last_ownGm121(t15_last_own, GmView121::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView121::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t250_aiv0, t15_last_ownGm121);  // flash_attn.pto:43:22
+                    using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView128 t15_last_ownGm128(t15_last_own, GmView128::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView128::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv0, t15_last_ownGm128);  // flash_attn.pto:43:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4358,9 +4629,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView122 accGm122(acc + _qb0 * 64 * D, GmView122::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView122::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm122, t251_aiv0);  // flash_attn.pto:43:22
+                    using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView129 accGm129(acc + _qb0 * 64 * D, GmView129::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView129::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm129, t251_aiv0);  // flash_attn.pto:43:22
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
@@ -4377,9 +4648,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView123 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView123 oGm123(o + _qb0 * 64 * D, GmView123::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView123::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm123, t259_aiv0);  // flash_attn.pto:44:20
+                    using GmView130 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView130 oGm130(o + _qb0 * 64 * D, GmView130::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView130::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm130, t259_aiv0);  // flash_attn.pto:44:20
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -4390,9 +4661,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                         TROWEXPAND(tmp28, t190_aiv1);  // flash_attn.pto:43:22
                         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                         TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp28);  // flash_attn.pto:43:22
-                        using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView124 t15_last_ownGm124(t15_last_own + D * 32, GmView124::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView124::Stride(D));  // flash_attn.pto:43:22
-                        TLOAD(t250_aiv1, t15_last_ownGm124);  // flash_attn.pto:43:22
+                        using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView131 t15_last_ownGm131(t15_last_own + D * 32, GmView131::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView131::Stride(D));  // flash_attn.pto:43:22
+                        TLOAD(t250_aiv1, t15_last_ownGm131);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4403,9 +4674,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                        GmView125 accGm125(acc + (_qb0 * 64 + 32) * D, GmView125::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView125::Stride(D));  // flash_attn.pto:43:22
-                        TSTORE(accGm125, t251_aiv1);  // flash_attn.pto:43:22
+                        using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                        GmView132 accGm132(acc + (_qb0 * 64 + 32) * D, GmView132::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView132::Stride(D));  // flash_attn.pto:43:22
+                        TSTORE(accGm132, t251_aiv1);  // flash_attn.pto:43:22
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -4422,9 +4693,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                        GmView126 oGm126(o + (_qb0 * 64 + 32) * D, GmView126::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView126::Stride(D));  // flash_attn.pto:44:20
-                        TSTORE(oGm126, t259_aiv1);  // flash_attn.pto:44:20
+                        using GmView133 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                        GmView133 oGm133(o + (_qb0 * 64 + 32) * D, GmView133::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView133::Stride(D));  // flash_attn.pto:44:20
+                        TSTORE(oGm133, t259_aiv1);  // flash_attn.pto:44:20
                     }
                 }
             }
