@@ -480,9 +480,11 @@ def _peers(ops: list[Op], k: int, proof: Proof, proofs: dict[int, Proof], func: 
     while end < len(ops) and (p := proofs.get(id(ops[end]))) is not None and p[1] == tile_rows \
             and sym.sub(p[0], rows) == 0:
         end += 1
-    origins = origins_of(func) if end > k + 1 else None  # (not None: row_bands proved the peers)
-    roots = _roots(func) if origins is not None else {}
-    while origins is not None and end > k + 1:
+    origins = origins_of(func) if end > k + 1 else None
+    if origins is None:  # no peers (row_bands, which proved them, knew the GM layout)
+        return 1, proof
+    roots = _roots(func)
+    while end > k + 1:
         run = ops[k:end]
         if not _escapes(run, func) and all(trips_of(o.attrs["cond"], dtypes) is not None
                                            for op in run for o in op.walk() if o.name == "if"):

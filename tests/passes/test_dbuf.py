@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from library_copies import edited_copy  # tests/library_copies.py
 
 import ptodsl
 from ptodsl.diagnostics import Diagnostics
@@ -177,19 +178,10 @@ def test_a_cube_step_of_few_known_trips_keeps_no_more_sets_than_it_has_steps(wri
 def _ffn(tmp_path: Path, double: bool) -> ptodsl.Operator:
     """specs/ffn, one mixed kernel over row blocks, with double buffering on or off; its cases and
     one of several row blocks per core (a partial last one)."""
-    specs = Path(__file__).resolve().parents[2] / "specs"
-    folder = tmp_path / str(double)
-    folder.mkdir()
-    for name in ("ffn.pto", "refs.py"):
-        (folder / name).write_text((specs / name).read_text())
-    text = (specs / "ffn.yaml").read_text()
     library = "pass_options: {row_interchange: true}"
-    assert library in text
-    text = text.replace(library, f"pass_options: {{row_interchange: true, double_buffer: {str(double).lower()}}}")
-    text = text.replace("bench:", "  - {shapes: {B: 1000}, scalars: {act: 0}, data_range: [-1.0, 1.0], "
-                        "name: row-blocks}\nbench:", 1)
-    (folder / "ffn.yaml").write_text(text)
-    return ptodsl.load(str(folder / "ffn.yaml"))
+    option = f"pass_options: {{row_interchange: true, double_buffer: {str(double).lower()}}}"
+    return edited_copy("ffn", tmp_path / str(double), [(library, option)],
+                       "  - {shapes: {B: 1000}, scalars: {act: 0}, data_range: [-1.0, 1.0], name: row-blocks}\n")
 
 
 def test_a_mixed_kernel_buffers_its_cube_steps_too(tmp_path):

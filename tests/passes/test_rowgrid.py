@@ -3,10 +3,10 @@ outer loop of a body whose user loop carries state, only when every op is row-wi
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from library_copies import edited_copy  # tests/library_copies.py
 
 import ptodsl
 from ptodsl import ir
@@ -17,8 +17,6 @@ from ptodsl.passes import rowgrid
 from ptodsl.passes.context import PassContext
 from ptodsl.stats import collect
 from ptodsl.targets import load_target
-
-SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 HEAD = ('module @m level tile attributes {target = "ascend910b", option.row_interchange = 1} {\n'
         '  kernel @m(%x: tensor<f32 [S, 64]>, %y: tensor<f32 [S, 64]> out, L: i64) {\n'
@@ -96,17 +94,10 @@ APART = "{row_interchange: true}"
 def _flash_attn(tmp_path: Path, options: str | None = None) -> ptodsl.Operator:
     """specs/flash_attn (which turns the option on), and cases of several row blocks (a partial
     last one); ``options``: its ``pass_options`` instead."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    for name in ("flash_attn.pto", "refs.py"):
-        shutil.copy(SPECS / name, tmp_path / name)
-    text = (SPECS / "flash_attn.yaml").read_text()
-    assert LIBRARY in text
-    text = text.replace(LIBRARY, f"pass_options: {options}" if options else LIBRARY)
-    text = text.replace("bench:", "  - {shapes: {S: 200, D: 64, L: 192}, dtypes: {T: f16}, scalars: {scale: 0.125}, "
-                        "name: row-blocks}\n  - {shapes: {S: 130, D: 32, L: 64}, dtypes: {T: f32}, "
-                        "scalars: {scale: 0.2}, rtol: 1e-4, atol: 1e-5, name: one-kv-block}\nbench:", 1)
-    (tmp_path / "flash_attn.yaml").write_text(text)
-    return ptodsl.load(str(tmp_path / "flash_attn.yaml"))
+    return edited_copy("flash_attn", tmp_path, [(LIBRARY, f"pass_options: {options}" if options else LIBRARY)],
+                       "  - {shapes: {S: 200, D: 64, L: 192}, dtypes: {T: f16}, scalars: {scale: 0.125}, "
+                       "name: row-blocks}\n  - {shapes: {S: 130, D: 32, L: 64}, dtypes: {T: f32}, "
+                       "scalars: {scale: 0.2}, rtol: 1e-4, atol: 1e-5, name: one-kv-block}\n")
 
 
 def test_flash_attention_runs_its_kv_loop_in_mixed_kernels_over_row_blocks(tmp_path):
